@@ -23,9 +23,16 @@ def chapter_paths():
 def export_all(lib_path: Path) -> None:
     """Export every chapter's `#| export` cells into `lib_path`."""
     from nbdev.export import nb_export
+    from nbdev.maker import ModuleMaker
+
+    class FreshModuleMaker(ModuleMaker):
+        """Write every target module afresh: nbdev appends `#| export <module>` cells to an existing file."""
+
+        def __init__(self, *args, is_new=True, **kwargs):
+            super().__init__(*args, is_new=True, **kwargs)
 
     for nb in chapter_paths():
-        nb_export(str(nb), lib_path=str(lib_path))
+        nb_export(str(nb), lib_path=str(lib_path), mod_maker=FreshModuleMaker)
 
 
 def generated_files(lib_path: Path) -> dict:
