@@ -3,12 +3,14 @@ import argparse
 import ast
 import filecmp
 import json
+import os
 import shutil
 import sys
 import tempfile
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parent.parent
+# NANOSERVE_ROOT lets tests point the tool at a scratch copy of the repository.
+ROOT = Path(os.environ.get("NANOSERVE_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 CHAPTERS = ROOT / "chapters"
 PACKAGE = ROOT / "nanoserve"
 HAND_WRITTEN = {"__init__.py"}  # every other module under nanoserve/ is generated from a chapter
@@ -48,19 +50,14 @@ def generated_files(lib_path: Path) -> dict:
 
 def check_sync() -> int:
     """Export into a temp dir and compare with the committed package; 1 if they differ."""
-    with tempfile.TemporaryDirectory() as tmp:
-        fresh = Path(tmp) / "nanoserve"
-        fresh.mkdir()
-        # keep the relative "File to edit" paths identical by exporting next to the real package
-        shadow = ROOT / ".export_check"
-        if shadow.exists():
-            shutil.rmtree(shadow)
-        shadow.mkdir()
-        try:
-            export_all(shadow)
-            want = generated_files(shadow)
-        finally:
-            shutil.rmtree(shadow)
+    # export next to the real package so the relative "File to edit" paths come out identical;
+    # a unique name lets several checks run at once
+    shadow = Path(tempfile.mkdtemp(prefix=".export_check_", dir=ROOT))
+    try:
+        export_all(shadow)
+        want = generated_files(shadow)
+    finally:
+        shutil.rmtree(shadow, ignore_errors=True)
     have = generated_files(PACKAGE)
     bad = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
     if bad:
@@ -81,7 +78,7 @@ def _has_cuda(n: int = 1) -> bool:
         return False
 
 
-def execute(nb_path: Path, timeout: int = 600) -> None:
+def execute(nb_path: Path, timeout: int = 600, cwd: Path | None = None) -> None:
     """Execute a chapter in place; cells tagged gpu/multigpu keep their recorded outputs without a GPU."""
     import nbformat
     from nbconvert.preprocessors import ExecutePreprocessor
@@ -96,7 +93,7 @@ def execute(nb_path: Path, timeout: int = 600) -> None:
             return super().preprocess_cell(cell, resources, index)
 
     nb = nbformat.read(str(nb_path), as_version=4)
-    ChapterExecutor(timeout=timeout, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(CHAPTERS)}})
+    ChapterExecutor(timeout=timeout, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(cwd or CHAPTERS)}})
     nbformat.write(nb, str(nb_path))
 
 
@@ -138,28 +135,45 @@ def static_checks() -> int:
     """Size, execution order, and gpu-cells-are-leaves checks over every chapter."""
     problems = []
     for nb_path in chapter_paths():
-        nb = json.loads(nb_path.read_text())
-        if nb_path.stat().st_size > 1_000_000:
-            problems.append(f"{nb_path.name}: larger than 1 MB")
-        counts, gpu_names = [], set()
-        for i, cell in enumerate(nb["cells"]):
-            if cell["cell_type"] != "code":
-                continue
-            tags = set(cell.get("metadata", {}).get("tags", []))
-            src = "".join(cell["source"])
-            if tags & SKIP_TAGS:
-                gpu_names |= _defined_names(src)
-                continue
-            counts.append(cell.get("execution_count"))
-            used = _used_names(src) & gpu_names
-            if used:
-                problems.append(f"{nb_path.name} cell {i}: uses {sorted(used)} defined only in a gpu cell")
-        if counts != list(range(1, len(counts) + 1)):
-            problems.append(f"{nb_path.name}: execution counts of untagged cells are {counts}, expected 1..{len(counts)}")
+        problems += [f"{nb_path.name}{p}" for p in notebook_problems(nb_path)]
     for p in problems:
         print(p)
     print(f"static checks: {len(chapter_paths())} chapters, {len(problems)} problems")
     return 1 if problems else 0
+
+
+def notebook_problems(nb_path: Path) -> list:
+    """Problems of one chapter: over 1 MB, execution counts not 1..n in order, a gpu cell that is not a leaf."""
+    problems = []
+    if nb_path.stat().st_size > 1_000_000:
+        problems.append(": larger than 1 MB")
+    nb = json.loads(nb_path.read_text())
+    counts, in_order, expected, skipped = [], True, 1, 0
+    gpu_only = set()  # names whose latest definition is in a gpu/multigpu cell
+    for i, cell in enumerate(nb["cells"]):
+        if cell["cell_type"] != "code":
+            continue
+        tags = set(cell.get("metadata", {}).get("tags", []))
+        src = "".join(cell["source"])
+        if tags & SKIP_TAGS:
+            gpu_only |= _defined_names(src)
+            skipped += 1  # a GPU run numbers these cells too, leaving gaps in the untagged counts
+            continue
+        used = _used_names(src) & gpu_only
+        if used:
+            problems.append(f" cell {i}: uses {sorted(used)} defined only in a gpu cell")
+        gpu_only -= _defined_names(src)
+        count = cell.get("execution_count")
+        counts.append(count)
+        if not isinstance(count, int) or not expected <= count <= expected + skipped:
+            in_order = False
+        else:
+            expected = count + 1
+        skipped = 0
+    if not in_order:
+        problems.append(f": execution counts of untagged cells are {counts}, expected 1..{len(counts)} "
+                        "in order (re-run the whole chapter: python tools/nb.py run)")
+    return problems
 
 
 def _parse(src: str):
