@@ -17,12 +17,12 @@ HAND_WRITTEN = {"__init__.py"}  # every other module under nanoserve/ is generat
 SKIP_TAGS = {"gpu", "multigpu"}
 
 
-def chapter_paths():
+def chapter_paths(chapters: Path = CHAPTERS):
     """Every chapter notebook, in course order."""
-    return sorted(CHAPTERS.glob("[0-9][0-9]_*.ipynb"))
+    return sorted(Path(chapters).glob("[0-9][0-9]_*.ipynb"))
 
 
-def export_all(lib_path: Path) -> None:
+def export_all(lib_path: Path, chapters: Path = CHAPTERS) -> None:
     """Export every chapter's `#| export` cells into `lib_path`."""
     from nbdev.export import nb_export
     from nbdev.maker import ModuleMaker
@@ -33,7 +33,7 @@ def export_all(lib_path: Path) -> None:
         def __init__(self, *args, is_new=True, **kwargs):
             super().__init__(*args, is_new=True, **kwargs)
 
-    for nb in chapter_paths():
+    for nb in chapter_paths(chapters):
         nb_export(str(nb), lib_path=str(lib_path), mod_maker=FreshModuleMaker)
 
 
@@ -50,14 +50,15 @@ def generated_files(lib_path: Path) -> dict:
 
 def check_sync() -> int:
     """Export into a temp dir and compare with the committed package; 1 if they differ."""
-    # export next to the real package so the relative "File to edit" paths come out identical;
-    # a unique name lets several checks run at once
-    shadow = Path(tempfile.mkdtemp(prefix=".export_check_", dir=ROOT))
-    try:
-        export_all(shadow)
-        want = generated_files(shadow)
-    finally:
-        shutil.rmtree(shadow, ignore_errors=True)
+    # mirror the repository layout (<tmp>/chapters, <tmp>/nanoserve): nbdev derives both the
+    # relative imports and the "File to edit" paths from where the package sits next to the chapters
+    with tempfile.TemporaryDirectory(prefix="nanoserve_export_check_") as tmp:
+        chapters = Path(tmp) / CHAPTERS.name
+        shutil.copytree(CHAPTERS, chapters, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
+        fresh = Path(tmp) / PACKAGE.name
+        fresh.mkdir()
+        export_all(fresh, chapters)
+        want = generated_files(fresh)
     have = generated_files(PACKAGE)
     bad = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
     if bad:
