@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['SequenceStatus', 'Sequence']
 
-# %% ../../chapters/05_scheduler.ipynb #c003
+# %% ../../chapters/05_scheduler.ipynb #c007
 """One request's tokens and its progress through the KV cache (chapter 05)."""
 import enum
 

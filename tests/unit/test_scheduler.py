@@ -301,3 +301,27 @@ def test_random_workloads_always_finish_without_leaks(w):
     run(sched, max_steps=20_000, check=check)
     assert all(s.is_finished and s.num_output_tokens == s.max_tokens for s in seqs)
     assert bm.num_free_blocks == bm.num_blocks
+
+
+def test_simulation_helpers_record_steps_and_render_state():
+    from nanoserve.engine.simulate import format_trace, render_snapshot, run_workload, snapshot
+
+    sched, bm = make(num_blocks=8, block_size=4, budget=8, max_model_len=32)
+    seqs = [Sequence(i, [i + 1] * p, max_tokens=m) for i, (p, m) in enumerate([(5, 3), (10, 2)])]
+    late = Sequence(2, [9, 9], max_tokens=2)
+    records = run_workload(sched, {0: seqs, 3: [late]})
+    assert records[0].seq_ids == [0, 1] and records[0].num_new_tokens == [5, 3]
+    assert records[0].num_prefill_tokens == 8 and records[0].num_decode_tokens == 0
+    assert records[1].num_decode_tokens == 1 and records[1].num_prefill_tokens == 7
+    assert any(2 in r.seq_ids for r in records if r.step >= 3)
+    assert records[-1].num_free_blocks == 8 and records[-1].num_waiting == records[-1].num_running == 0
+    assert "step   0 | 0:5 1:3" in format_trace(records)
+
+    sched, _ = make(num_blocks=4, block_size=2)
+    a, b = add_all(sched, [(3, 2), (1, 2)])
+    sched.schedule()
+    snap = snapshot(sched)
+    assert [s["id"] for s in snap["running"]] == [0, 1] and snap["waiting"] == []
+    assert snap["num_free_blocks"] == 1 and snap["block_owners"] == {0: [0], 1: [0], 2: [1]}
+    text = render_snapshot(snap)
+    assert "running (2)" in text and "0 0 1 ." in text and "1 of 4 free" in text
