@@ -31,10 +31,13 @@ class TPGroup:
         """True on rank 0, the rank that sees logits and samples."""
         return self.rank == 0
 
-    def all_reduce(self, x: torch.Tensor) -> torch.Tensor:
-        """Sum `x` over every rank, in place; a no-op at size 1."""
+    def all_reduce(self, x: torch.Tensor, op: str = "sum") -> torch.Tensor:
+        """Reduce `x` over every rank in place ("sum", "min" or "max"); a no-op at size 1."""
         if self.size > 1:
-            self.process_group.allreduce([x]).wait()
+            opts = torch.distributed.AllreduceOptions()
+            opts.reduceOp = {"sum": torch.distributed.ReduceOp.SUM, "min": torch.distributed.ReduceOp.MIN,
+                             "max": torch.distributed.ReduceOp.MAX}[op]
+            self.process_group.allreduce([x], opts).wait()
         return x
 
     def gather_to_first(self, x: torch.Tensor, dim: int = -1) -> torch.Tensor | None:

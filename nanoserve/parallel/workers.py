@@ -148,6 +148,11 @@ class RankPool:
         return self._res.ctx
 
     @property
+    def is_open(self) -> bool:
+        """False once closed (or after a worker failure closed it)."""
+        return self._res.ctx is not None
+
+    @property
     def group(self) -> TPGroup:
         """Rank 0's TPGroup."""
         return self.ctx.group
