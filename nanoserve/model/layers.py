@@ -4,7 +4,7 @@
 __all__ = ['RMSNorm', 'RotaryEmbedding', 'SiluAndMul', 'default_weight_loader', 'ParallelLinear', 'ColumnLinear', 'MergedLinear',
            'QKVLinear', 'RowLinear', 'VocabEmbedding', 'LMHead', 'DenseLayers']
 
-# %% ../../chapters/01_qwen3.ipynb #c002
+# %% ../../chapters/01_qwen3.ipynb #c007
 """Building blocks of the Qwen3 model: norms, rotary embeddings, activation, and the layer factory."""
 import torch
 import torch.nn.functional as F
@@ -18,7 +18,11 @@ class RMSNorm(nn.Module):
         super().__init__()
         self.eps = eps
         self.weight = nn.Parameter(torch.ones(dim))
-        self.weight.weight_loader = default_weight_loader
+        self.weight.weight_loader = self.weight_loader
+
+    def weight_loader(self, param, tensor, shard_id=None):
+        """The gain is never split or fused: copy it whole (the helper is defined with the linear layers)."""
+        default_weight_loader(param, tensor, shard_id)
 
     def _norm(self, x: torch.Tensor) -> torch.Tensor:
         dtype = x.dtype
@@ -32,7 +36,7 @@ class RMSNorm(nn.Module):
         x = x + residual
         return self._norm(x), x
 
-# %% ../../chapters/01_qwen3.ipynb #c003
+# %% ../../chapters/01_qwen3.ipynb #c010
 class RotaryEmbedding(nn.Module):
     """Neox-style rotary position embedding (rotate-half), with cos/sin tables precomputed per position."""
 
@@ -61,7 +65,7 @@ class RotaryEmbedding(nn.Module):
         k = k * cos + self.rotate_half(k) * sin
         return q, k
 
-
+# %% ../../chapters/01_qwen3.ipynb #c013
 class SiluAndMul(nn.Module):
     """SwiGLU's gate: silu(first half) * second half of the last dimension."""
 
@@ -69,7 +73,7 @@ class SiluAndMul(nn.Module):
         gate, up = x.chunk(2, dim=-1)
         return F.silu(gate) * up
 
-# %% ../../chapters/01_qwen3.ipynb #c004
+# %% ../../chapters/01_qwen3.ipynb #c016
 def _rows(src, start: int, size: int, dim: int = 0):
     """Slice `size` entries from `start` along `dim` of a tensor or a lazy safetensors slice."""
     index = (slice(None),) * dim + (slice(start, start + size),)
@@ -95,7 +99,7 @@ def default_weight_loader(param: torch.Tensor, tensor, shard_id=None) -> None:
     with torch.no_grad():
         _copy_into(param.data, _full(tensor))
 
-# %% ../../chapters/01_qwen3.ipynb #c005
+# %% ../../chapters/01_qwen3.ipynb #c017
 class ParallelLinear(nn.Module):
     """A bias-optional linear layer that knows its tensor-parallel rank; subclasses define how it is split."""
 
@@ -219,7 +223,7 @@ class RowLinear(ParallelLinear):
         out = self.reduce(F.linear(x, self.weight))
         return out if self.bias is None else out + self.bias
 
-# %% ../../chapters/01_qwen3.ipynb #c006
+# %% ../../chapters/01_qwen3.ipynb #c018
 class VocabEmbedding(nn.Module):
     """Token embedding whose vocabulary rows are split across ranks (padded to a multiple of tp_size)."""
 
@@ -270,9 +274,10 @@ class LMHead(VocabEmbedding):
         return logits
 
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
-        return self.gather(F.linear(hidden, self.weight))[..., : self.vocab_size]
+        logits = self.gather(F.linear(hidden, self.weight))
+        return None if logits is None else logits[..., : self.vocab_size]  # None: a rank that does not hold logits
 
-# %% ../../chapters/01_qwen3.ipynb #c007
+# %% ../../chapters/01_qwen3.ipynb #c019
 class DenseLayers:
     """Layer factory for one device (tp_size 1); the tensor-parallel chapter subclasses it."""
 

@@ -4,7 +4,7 @@
 __all__ = ['HUB_PATTERNS', 'resolve_model_path', 'load_config', 'checkpoint_target', 'expected_loads', 'load_weights',
            'load_qwen3']
 
-# %% ../../chapters/01_qwen3.ipynb #c011
+# %% ../../chapters/01_qwen3.ipynb #c039
 """Find a checkpoint (local dir or hub id), read its config, and load its safetensors into our model."""
 import json
 import os
@@ -46,7 +46,7 @@ def load_config(path) -> Qwen3Config:
         raise ValueError(f"nanoserve runs Qwen3 models; {config_file} has model_type {data['model_type']!r}")
     return Qwen3Config(**data)
 
-# %% ../../chapters/01_qwen3.ipynb #c012
+# %% ../../chapters/01_qwen3.ipynb #c040
 def checkpoint_target(model, name: str):
     """Map a checkpoint tensor name to (our parameter name, shard id); None for tensors we skip on purpose."""
     if name.endswith("rotary_emb.inv_freq"):

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['QWEN3_0_6B_CONFIG', 'QWEN3_VOCAB_SIZE', 'tiny_qwen3_config', 'make_tiny_checkpoint', 'make_checkpoint_from_config']
 
-# %% ../../chapters/01_qwen3.ipynb #c016
+# %% ../../chapters/01_qwen3.ipynb #c036
 """Tiny random-weight Qwen3 checkpoints for tests and chapters, and full-size random ones for benchmarks."""
 import json
 from pathlib import Path
