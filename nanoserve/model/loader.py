@@ -14,6 +14,8 @@ import torch
 from safetensors import safe_open
 from transformers import Qwen3Config
 
+from .layers import default_weight_loader
+
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.jinja", "*.model", "tokenizer*"]
 
 
@@ -87,7 +89,7 @@ def load_weights(model, path) -> None:
                 if (pname, shard_id) in done:
                     raise ValueError(f"tensor {name!r} appears twice in the checkpoint")
                 param = params[pname]
-                loader = getattr(param, "weight_loader", None)
+                loader = getattr(param, "weight_loader", default_weight_loader)
                 try:
                     loader(param, f.get_slice(name), shard_id)
                 except ValueError as err:
