@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# nanoserve vs vLLM on one GPU, back to back. Run ON THE GPU MACHINE from the repository root, after
+# flash-attn is installed in /tmp/site and vLLM in /tmp/vsite (see ../shared/gpu/README.md).
+#
+#   bash scripts/gpu/bench_all.sh
+#
+# 1. builds a random-weight checkpoint with the exact Qwen3-0.6B config into $MODEL (tokenizer files
+#    from .gpu/tokenizer/ when present: `python -m nanoserve.bench build-tokenizer .gpu/tokenizer` here);
+# 2. runs each engine ONCE, in its own Python process, over all workloads (one engine instance each:
+#    vLLM's start-up alone is 35-70 s), at least two timed runs per throughput workload;
+# 3. bundles every per-run JSON into $OUT/results.json (split it at home with
+#    `python -m nanoserve.bench unpack results.json`), keeps the log in $OUT/bench.log and prints a table.
+# Budget: about 9 minutes in all; each engine process is stopped after its timeout (results of the
+# workloads it finished are kept). Environment knobs below; extra engine flags via NANOSERVE_ARGS / VLLM_ARGS.
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+OUT=${OUT:-/tmp/bench_out}
+MODEL=${MODEL:-/tmp/qwen3-0.6b}
+CONFIG=${CONFIG:-.gpu/config.json}
+WORKLOADS=${WORKLOADS:-random,shared-prefix,latency}
+RUNS=${RUNS:-2}
+TAG=${TAG:-h200}
+GPU_UTIL=${GPU_UTIL:-0.9}
+ENGINES=${ENGINES:-nanoserve vllm}
+NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-270}
+VLLM_TIMEOUT=${VLLM_TIMEOUT:-210}
+NANOSERVE_ARGS=${NANOSERVE_ARGS:-}
+VLLM_ARGS=${VLLM_ARGS:-}
+FLASH_SITE=${FLASH_SITE:-/tmp/site}
+VLLM_SITE=${VLLM_SITE:-/tmp/vsite}
+
+mkdir -p "$OUT"
+RUNDIR=$(mktemp -d /tmp/bench_runs.XXXXXX)
+LOG="$OUT/bench.log"
+SESSION=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+say() { echo "[bench_all $(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
+
+say "session $SESSION; $(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+
+if ! PYTHONPATH="$FLASH_SITE:$PYTHONPATH" python3 -c "import flash_attn" 2>/dev/null; then
+  if ls .gpu/flash_attn-*.whl >/dev/null 2>&1; then
+    say "installing flash-attn into $FLASH_SITE"
+    python3 -m pip install -q --no-index --no-deps --target "$FLASH_SITE" .gpu/flash_attn-*.whl >>"$LOG" 2>&1
+  else
+    say "WARNING: flash-attn is not installed and no wheel in .gpu/: nanoserve falls back to its torch backend"
+  fi
+fi
+
+if [ ! -f "$MODEL/config.json" ]; then
+  TOK=()
+  [ -f .gpu/tokenizer/tokenizer.json ] && TOK=(--tokenizer-from .gpu/tokenizer)
+  say "building random-weight checkpoint from $CONFIG into $MODEL"
+  python3 -m nanoserve.bench build-model --config "$CONFIG" --out "$MODEL" "${TOK[@]}" >>"$LOG" 2>&1 \
+    || { say "ERROR: could not build the checkpoint (see $LOG)"; tail -20 "$LOG"; exit 1; }
+fi
+[ -f "$MODEL/tokenizer.json" ] || say "no tokenizer files in $MODEL: both engines run with skip_tokenizer_init"
+
+COMMON=(--workload "$WORKLOADS" --model "$MODEL" --out "$RUNDIR" --runs "$RUNS" --session "$SESSION"
+        --tag "$TAG" --gpu-util "$GPU_UTIL" --weights-note "random weights, exact Qwen3-0.6B shapes")
+
+for ENGINE in $ENGINES; do
+  case $ENGINE in
+    nanoserve)
+      say "nanoserve: start (timeout ${NANOSERVE_TIMEOUT}s)"
+      # shellcheck disable=SC2086
+      PYTHONPATH="$FLASH_SITE:$PYTHONPATH" timeout -k 10 "$NANOSERVE_TIMEOUT" \
+        python3 -m nanoserve.bench --engine nanoserve "${COMMON[@]}" --timeline --measure-gpu $NANOSERVE_ARGS \
+        >>"$LOG" 2>&1
+      ;;
+    vllm)
+      if [ ! -d "$VLLM_SITE/vllm" ]; then say "vLLM is not installed in $VLLM_SITE: skipped"; continue; fi
+      say "vllm: start (timeout ${VLLM_TIMEOUT}s)"
+      # shellcheck disable=SC2086
+      PYTHONPATH="$VLLM_SITE:$PYTHONPATH" VLLM_USE_FLASHINFER_SAMPLER=0 timeout -k 10 "$VLLM_TIMEOUT" \
+        python3 -m nanoserve.bench --engine vllm "${COMMON[@]}" $VLLM_ARGS >>"$LOG" 2>&1
+      ;;
+    transformers)
+      say "transformers: start (timeout ${NANOSERVE_TIMEOUT}s)"
+      timeout -k 10 "$NANOSERVE_TIMEOUT" python3 -m nanoserve.bench --engine transformers "${COMMON[@]}" \
+        --num-requests 64 --batch-size 64 --runs 1 >>"$LOG" 2>&1
+      ;;
+    *) say "unknown engine $ENGINE: skipped"; continue ;;
+  esac
+  rc=$?
+  say "$ENGINE: exit $rc"
+  grep -h '^\[bench\]' "$LOG" | tail -4
+done
+
+n=$(ls "$RUNDIR"/*.json 2>/dev/null | wc -l)
+if [ "$n" -gt 0 ]; then
+  python3 -m nanoserve.bench bundle "$RUNDIR" --out "$OUT/results.json" | tee -a "$LOG"
+  echo
+  python3 -m nanoserve.bench summary "$RUNDIR" | tee -a "$LOG"
+else
+  say "no results were written; the last lines of the log:"
+  tail -40 "$LOG"
+  exit 1
+fi

@@ -1,0 +1,266 @@
+"""The benchmark harness: workloads, floor, results files, report, bundles, and a tiny end-to-end run."""
+import json
+import random
+
+import pytest
+
+from nanoserve.bench import engine_options, measure_latency, measure_throughput, parse_workloads, run_benchmark, \
+    run_parser
+from nanoserve.bench_floor import H200_DATASHEET, decode_step_floor_s, model_cost, workload_floor
+from nanoserve.bench_results import (BUNDLE_SCHEMA, PROVENANCE_KEYS, SCHEMA, collect_provenance, latency_rows,
+                                     load_results, make_bundle, report_markdown, result_filename, save_result,
+                                     throughput_rows, unpack_bundle)
+from nanoserve.bench_workloads import (BenchRequest, latency_requests, make_workload, random_requests, redraw_ids,
+                                       shared_prefix_len, total_output_tokens)
+from nanoserve.model.tiny import QWEN3_0_6B_CONFIG
+
+
+# ---- workloads ------------------------------------------------------------------------------
+def test_random_workload_has_the_published_total():
+    wl = make_workload("random")
+    assert len(wl) == 256
+    assert total_output_tokens(wl) == 133_966
+    assert all(100 <= len(r.prompt_token_ids) <= 1024 and 100 <= r.max_tokens <= 1024 for r in wl)
+    ids = [t for r in wl for t in r.prompt_token_ids]
+    assert min(ids) >= 0 and max(ids) <= 10000
+
+
+def test_shared_prefix_workload_has_the_published_total():
+    wl = make_workload("shared-prefix")
+    assert total_output_tokens(wl) == 141_752
+    assert shared_prefix_len(wl) == 1024
+    assert all(1124 <= len(r.prompt_token_ids) <= 2048 for r in wl)
+
+
+def test_workload_equals_the_global_random_recipe():
+    state = random.getstate()
+    try:
+        random.seed(0)
+        prompts = [[random.randint(0, 10000) for _ in range(random.randint(100, 1024))] for _ in range(256)]
+        max_tokens = [random.randint(100, 1024) for _ in range(256)]
+    finally:
+        random.setstate(state)
+    wl = make_workload("random")
+    assert [list(r.prompt_token_ids) for r in wl] == prompts
+    assert [r.max_tokens for r in wl] == max_tokens
+
+
+def test_workloads_are_deterministic_and_seeded():
+    assert make_workload("shared-prefix", 16) == make_workload("shared-prefix", 16)
+    assert make_workload("random", 16, seed=1) != make_workload("random", 16, seed=0)
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    (dict(num_requests=0), ValueError), (dict(num_requests=2.0), TypeError),
+    (dict(prompt_len=(10, 5)), ValueError), (dict(output_len=7), TypeError), (dict(prefix_len=-1), ValueError),
+])
+def test_workload_arguments_are_checked(kwargs, error):
+    with pytest.raises(error):
+        random_requests(**kwargs)
+
+
+def test_unknown_workload_is_rejected():
+    with pytest.raises(ValueError, match="unknown throughput workload"):
+        make_workload("latency")
+    with pytest.raises(ValueError, match="comma list"):
+        parse_workloads("random,typo")
+    assert parse_workloads("random, latency") == ["random", "latency"]
+
+
+def test_redraw_keeps_shapes_and_the_shared_prefix():
+    wl = make_workload("shared-prefix", 8)
+    again = redraw_ids(wl, seed=5)
+    assert [len(r.prompt_token_ids) for r in again] == [len(r.prompt_token_ids) for r in wl]
+    assert [r.max_tokens for r in again] == [r.max_tokens for r in wl]
+    assert shared_prefix_len(again) >= 1024
+    assert all(a.prompt_token_ids != b.prompt_token_ids for a, b in zip(again, wl))
+
+
+def test_latency_requests_shape():
+    reqs = latency_requests(8, 128, 128, seed=3)
+    assert len(reqs) == 8 and {len(r.prompt_token_ids) for r in reqs} == {128} and {r.max_tokens for r in reqs} == {128}
+    assert latency_requests(8, seed=3) == reqs and latency_requests(8, seed=4) != reqs
+
+
+# ---- floor ----------------------------------------------------------------------------------
+def test_qwen3_0_6b_costs():
+    cost = model_cost(QWEN3_0_6B_CONFIG)
+    assert cost.num_params == 596_049_920
+    assert cost.kv_bytes_per_token == 2 * 28 * 8 * 128 * 2
+    assert cost.weight_bytes == 2 * cost.num_params  # tied: the embedding is read once, as the LM head
+    bw = H200_DATASHEET["memory_bandwidth_bytes_s"]
+    one = decode_step_floor_s(cost, 1, 1, bw, H200_DATASHEET["bf16_dense_flops_s"])
+    assert one == pytest.approx((cost.weight_bytes + cost.kv_bytes_per_token) / bw)
+    with pytest.raises(ValueError):
+        model_cost({"hidden_size": 8})
+
+
+def test_workload_floor_counts_steps_and_tokens():
+    cost = model_cost(QWEN3_0_6B_CONFIG)
+    reqs = [BenchRequest((1,) * 10, 5), BenchRequest((2,) * 20, 3)]
+    f = workload_floor(cost, reqs, 1e12, 1e15)
+    assert f["output_tokens"] == 8 and f["decode_steps"] == 4
+    # decode steps: batch 2 at k=1,2 (contexts 11+21, 12+22), then batch 1 at k=3,4 (13, 14)
+    kv = (11 + 21) + (12 + 22) + 13 + 14
+    assert f["decode_s"] == pytest.approx((4 * cost.weight_bytes + kv * cost.kv_bytes_per_token) / 1e12)
+    shared = make_workload("shared-prefix", 16)
+    once = workload_floor(cost, shared, 1e12, 1e15, cached_prefix=1024)
+    each = workload_floor(cost, shared, 1e12, 1e15, cached_prefix=1024, prefix_read_once=False)
+    assert once["total_s"] < each["total_s"]
+
+
+# ---- measuring with a fake engine -------------------------------------------------------------
+class FakeEngine:
+    """Records what the harness asks; generates exactly max_tokens per request."""
+
+    def __init__(self):
+        self.calls, self.resets = [], 0
+
+    def prepare(self, requests, temperature):
+        return list(requests), temperature
+
+    def run(self, prepared):
+        requests, temperature = prepared
+        self.calls.append((requests, temperature))
+        return [r.max_tokens for r in requests]
+
+    def reset_prefix_cache(self):
+        self.resets += 1
+        return True
+
+    def step_owner(self):
+        return None
+
+
+def test_measure_throughput_warms_up_resets_and_redraws():
+    eng, wl = FakeEngine(), make_workload("random", 6)
+    metrics, timeline = measure_throughput(eng, wl, runs=3, temperature=0.6, timeline=True)
+    assert len(eng.calls) == 4 and len(eng.calls[0][0]) == 1          # one warm-up request first
+    assert eng.calls[1][0] == wl and eng.calls[2][0] != wl             # run 0 is the workload itself
+    assert [r.max_tokens for r in eng.calls[3][0]] == [r.max_tokens for r in wl]
+    assert metrics["complete"] and metrics["output_tokens"] == total_output_tokens(wl)
+    assert metrics["prefix_cache_reset"] == [True] * 3 and len(metrics["tok_s_runs"]) == 3
+    assert timeline is None  # the fake exposes no step()
+
+
+def test_measure_latency_reports_each_batch():
+    eng = FakeEngine()
+    m = measure_latency(eng, batch_sizes=(1, 4), length=8, reps=2)
+    assert set(m["batches"]) == {"1", "4"}
+    assert len(eng.calls) == 2 * 2 * (2 + 1)  # two calls per repetition, plus a warm-up, per batch size
+    assert all(t == 0.0 for _, t in eng.calls)  # greedy
+    b = m["batches"]["4"]
+    assert len(b["tpot_ms_runs"]) == 2 and b["tpot_ms"] == pytest.approx(sorted(b["tpot_ms_runs"])[0] / 2
+                                                                         + sorted(b["tpot_ms_runs"])[1] / 2)
+
+
+def test_engine_options_are_shared_between_nanoserve_and_vllm(tmp_path):
+    (tmp_path / "tokenizer.json").write_text("{}")
+    argv = ["--workload", "random", "--model", str(tmp_path), "--gpu-util", "0.8", "--enforce-eager"]
+    ns = engine_options(run_parser().parse_args(["--engine", "nanoserve", *argv]))
+    vl = engine_options(run_parser().parse_args(["--engine", "vllm", *argv]))
+    assert ns == vl == {"max_model_len": 4096, "seed": 0, "gpu_memory_utilization": 0.8, "enforce_eager": True,
+                        "enable_prefix_caching": True}
+    no_tok = engine_options(run_parser().parse_args(["--engine", "vllm", "--workload", "random",
+                                                     "--model", str(tmp_path / "empty")]))
+    assert "skip_tokenizer_init" not in no_tok  # not a directory: a hub id keeps the engine default
+    (tmp_path / "bare").mkdir()
+    bare = engine_options(run_parser().parse_args(["--engine", "vllm", "--workload", "random", "--model",
+                                                   str(tmp_path / "bare"), "--engine-arg", "max_num_seqs=128"]))
+    assert bare["skip_tokenizer_init"] is True and bare["max_num_seqs"] == 128
+
+
+# ---- results, report, bundles --------------------------------------------------------------
+def fake_result(engine, workload, tok_s, session="s1", date="2026-01-01T00:00:00Z", **extra):
+    metrics = ({"batches": {"1": {"ttft_ms": 10.0 * tok_s, "tpot_ms": 2.0 * tok_s}}} if workload == "latency"
+               else {"tok_s": tok_s, "tok_s_runs": [tok_s, tok_s]})
+    return {"schema": SCHEMA, "label": "gpu", "session": session, "date": date, "engine": engine,
+            "workload": workload, "tag": None, "startup": {"startup_s": 1.0}, "memory": {}, "metrics": metrics,
+            **extra}
+
+
+def test_provenance_fields_are_present():
+    prov = collect_provenance()
+    assert set(PROVENANCE_KEYS) <= set(prov)
+    assert prov["torch"] and prov["nanoserve"] and prov["python"]
+    assert "node" not in json.dumps(prov)
+
+
+def test_file_names_and_no_overwrite(tmp_path):
+    r = fake_result("nanoserve", "random", 100.0, tag="h200")
+    assert result_filename(r) == "2026-01-01T000000Z_random_nanoserve_h200.json"
+    assert result_filename(dict(r, label="cpu-smoke")).startswith("cpu-smoke-")
+    with pytest.raises(ValueError):
+        result_filename(dict(r, tag="../up"))
+    path = save_result(r, tmp_path)
+    with pytest.raises(FileExistsError):
+        save_result(r, tmp_path)
+    assert load_results(tmp_path)[0]["metrics"]["tok_s"] == 100.0 and path.exists()
+
+
+def test_ratios_pair_engines_of_the_same_session():
+    results = [fake_result("nanoserve", "random", 110.0), fake_result("vllm", "random", 100.0),
+               fake_result("nanoserve", "random", 50.0, session="s2"),
+               fake_result("nanoserve", "latency", 1.0), fake_result("vllm", "latency", 2.0)]
+    rows = {(r["session"], r["engine"]): r for r in throughput_rows(results)}
+    assert rows[("s1", "nanoserve")]["vs_vllm"] == pytest.approx(1.1)
+    assert rows[("s1", "vllm")]["vs_vllm"] == pytest.approx(1.0)
+    assert rows[("s2", "nanoserve")]["vs_vllm"] is None  # no vLLM in that session
+    lat = {r["engine"]: r for r in latency_rows(results)}
+    assert lat["nanoserve"]["tpot_vs_vllm"] == pytest.approx(0.5)
+    text = report_markdown(results)
+    assert "| s1 | random | nanoserve | 110 | 110 · 110 | 1.10 |" in text and "TPOT × vLLM" in text
+
+
+def test_latest_result_per_engine_wins():
+    results = [fake_result("vllm", "random", 100.0), fake_result("vllm", "random", 200.0, date="2026-01-02T00:00:00Z"),
+               fake_result("nanoserve", "random", 100.0)]
+    rows = {r["engine"]: r for r in throughput_rows(results)}
+    assert rows["vllm"]["tok_s"] == 200.0 and rows["nanoserve"]["vs_vllm"] == pytest.approx(0.5)
+
+
+def test_bundle_round_trip(tmp_path):
+    src, dest = tmp_path / "src", tmp_path / "dest"
+    for r in (fake_result("nanoserve", "random", 1.0), fake_result("vllm", "random", 2.0)):
+        save_result(r, src)
+    bundle = make_bundle([src])
+    assert bundle["schema"] == BUNDLE_SCHEMA and len(bundle["files"]) == 2
+    path = tmp_path / "results.json"
+    path.write_text(json.dumps(bundle))
+    written = unpack_bundle(path, dest)
+    assert sorted(p.name for p in written) == sorted(p.name for p in src.glob("*.json"))
+    assert load_results(dest) == load_results(src)
+    assert len(unpack_bundle(path, dest)) == 2  # identical files: unpacking again is harmless
+    assert {r["engine"] for r in load_results(path)} == {"nanoserve", "vllm"}  # a bundle reads as results too
+    name = sorted(bundle["files"])[0]
+    bundle["files"][name]["metrics"]["tok_s"] = 3.0
+    path.write_text(json.dumps(bundle))
+    with pytest.raises(FileExistsError):
+        unpack_bundle(path, dest)
+    bundle["files"] = {"../evil.json": bundle["files"][name]}
+    path.write_text(json.dumps(bundle))
+    with pytest.raises(ValueError, match="not a result file"):
+        unpack_bundle(path, dest)
+
+
+# ---- a tiny end-to-end run of the nanoserve engine on CPU -------------------------------------
+def test_nanoserve_engine_smoke(tmp_path):
+    pytest.importorskip("nanoserve.llm")
+    pytest.importorskip("nanoserve.kv.prefix")  # the engine's default, prefix caching on
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    model = make_tiny_checkpoint(tmp_path / "model")
+    paths = run_benchmark(["--engine", "nanoserve", "--workload", "random,latency", "--model", str(model),
+                           "--out", str(tmp_path / "out"), "--num-requests", "3", "--prompt-len", "4,12",
+                           "--output-len", "2,6", "--max-token-id", "500", "--max-model-len", "64",
+                           "--latency-len", "4", "--latency-batches", "1,2", "--latency-reps", "1",
+                           "--device", "cpu", "--timeline", "--session", "smoke"])
+    assert [p.name.split("_")[1] for p in paths] == ["random", "latency"]
+    results = {r["workload"]: r for r in load_results(tmp_path / "out")}
+    tput = results["random"]
+    assert tput["label"] == "cpu-smoke" and paths[0].name.startswith("cpu-smoke-")
+    assert tput["metrics"]["complete"] and tput["metrics"]["output_tokens"] == tput["metrics"]["expected_output_tokens"]
+    assert tput["timeline"]["num_steps"] >= 6 and tput["engine_options"]["device"] == "cpu"
+    assert tput["command"].startswith("python -m nanoserve.bench --engine nanoserve")
+    assert set(PROVENANCE_KEYS) <= set(tput["provenance"]) and tput["startup"]["startup_s"] > 0
+    assert set(results["latency"]["metrics"]["batches"]) == {"1", "2"}
