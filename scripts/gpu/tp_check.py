@@ -1,0 +1,123 @@
+"""Tensor parallelism on two GPUs: TP=2 agrees with TP=1, and its throughput and per-GPU memory.
+
+Run on a machine with 2 CUDA GPUs, from the repository root:
+    python scripts/gpu/tp_check.py [--config .gpu/config.json] [--requests 64]
+Builds a random-weight checkpoint with the exact Qwen3-0.6B shapes (weights are random, so only
+shapes, speed and agreement matter), prints a short table and writes tp_check.json to $OUT (or .).
+"""
+import argparse
+import json
+import os
+import random
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+
+import torch  # noqa: E402
+
+from nanoserve.engine.engine import LLMEngine  # noqa: E402
+from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config  # noqa: E402
+from nanoserve.sampling import SamplingParams  # noqa: E402
+
+
+def gpu_memory_used_mib() -> list:
+    """Memory in use on every GPU (all processes), from nvidia-smi when present."""
+    try:
+        out = subprocess.run(["nvidia-smi", "--query-gpu=memory.used", "--format=csv,noheader,nounits"],
+                             capture_output=True, text=True, timeout=30, check=True).stdout
+        return [int(x) for x in out.split()]
+    except Exception:
+        return [(t - f) // 2**20 for f, t in (torch.cuda.mem_get_info(i) for i in range(torch.cuda.device_count()))]
+
+
+def run(engine: LLMEngine, prompts: list, params: SamplingParams) -> tuple:
+    """(token ids per prompt, output tokens, seconds) of one batch through the engine."""
+    for i, p in enumerate(prompts):
+        engine.add_request(p, params, request_id=str(i))
+    tokens = {}
+    start = time.perf_counter()
+    while engine.has_unfinished_requests():
+        for out in engine.step():
+            tokens.setdefault(out.request_id, []).extend(out.outputs[0].token_ids)
+    torch.cuda.synchronize()
+    seconds = time.perf_counter() - start
+    ids = [tokens[str(i)] for i in range(len(prompts))]
+    return ids, sum(len(t) for t in ids), seconds
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--config", default=None, help="config.json of the model shape (default: Qwen3-0.6B)")
+    ap.add_argument("--requests", type=int, default=64)
+    ap.add_argument("--prompt-len", type=int, default=512)
+    ap.add_argument("--max-tokens", type=int, default=256)
+    ap.add_argument("--check-prompts", type=int, default=4)
+    ap.add_argument("--check-tokens", type=int, default=32)
+    a = ap.parse_args()
+    if torch.cuda.device_count() < 2:
+        print("needs 2 CUDA GPUs")
+        return 2
+    config = json.loads(Path(a.config).read_text()) if a.config else QWEN3_0_6B_CONFIG
+    out_dir = Path(os.environ.get("OUT", "."))
+    rng = random.Random(0)
+    check_prompts = [[rng.randrange(10000) for _ in range(64)] for _ in range(a.check_prompts)]
+    bench_prompts = [[rng.randrange(10000) for _ in range(a.prompt_len)] for _ in range(a.requests)]
+    result = {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "command": " ".join(sys.argv),
+              "date": time.strftime("%Y-%m-%d %H:%M:%S"), "model": "random weights, exact Qwen3-0.6B shapes",
+              "workload": dict(requests=a.requests, prompt_len=a.prompt_len, max_tokens=a.max_tokens,
+                               temperature=0, ignore_eos=True), "runs": {}}
+    with tempfile.TemporaryDirectory() as tmp:
+        bf16 = make_checkpoint_from_config(config, Path(tmp) / "bf16", dtype=torch.bfloat16, with_tokenizer=False)
+        # agreement: float32 + torch attention, eager, so TP=1 and TP=2 differ only in summation order
+        check = {}
+        for tp in (1, 2):
+            engine = LLMEngine.from_args(str(bf16), tensor_parallel_size=tp, skip_tokenizer_init=True,
+                                         dtype="float32", attention_backend="torch", enforce_eager=True,
+                                         max_model_len=1024, num_kv_blocks=256, enable_prefix_caching=False)
+            check[tp], _, _ = run(engine, check_prompts,
+                                  SamplingParams(temperature=0, max_tokens=a.check_tokens, ignore_eos=True))
+            engine.shutdown()
+            del engine
+        same = sum(x == y for p1, p2 in zip(check[1], check[2]) for x, y in zip(p1, p2))
+        total = sum(len(p) for p in check[1])
+        first_div = [next((i for i, (x, y) in enumerate(zip(p1, p2)) if x != y), None)
+                     for p1, p2 in zip(check[1], check[2])]
+        result["agreement_fp32"] = dict(equal_tokens=same, tokens=total, identical=check[1] == check[2],
+                                        first_divergence=first_div)
+        # throughput and memory: the engine's defaults on GPU (bf16, flash-attn when present, CUDA graphs)
+        for tp in (1, 2):
+            torch.cuda.empty_cache()
+            engine = LLMEngine.from_args(str(bf16), tensor_parallel_size=tp, skip_tokenizer_init=True,
+                                         max_model_len=2048, gpu_memory_utilization=0.85)
+            params = SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=True)
+            run(engine, bench_prompts[:4], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))  # warm-up
+            _, n_out, seconds = run(engine, bench_prompts, params)
+            weights = sum(p.numel() * p.element_size() for p in
+                          {id(p): p for p in engine.executor.model.parameters()}.values())
+            result["runs"][f"tp{tp}"] = dict(
+                output_tokens=n_out, seconds=round(seconds, 3), output_tok_per_s=round(n_out / seconds, 1),
+                weight_mib_per_gpu=round(weights / 2**20, 1), num_kv_blocks=engine.num_kv_blocks,
+                block_size=engine.config.block_size, attention_backend=engine.config.attention_backend,
+                gpu_memory_used_mib=gpu_memory_used_mib()[:tp])
+            engine.shutdown()
+            del engine
+    ag = result["agreement_fp32"]
+    print(f"agreement (float32, greedy): {ag['equal_tokens']}/{ag['tokens']} tokens equal, identical={ag['identical']}")
+    print(f"{'run':<5} {'tok/s':>9} {'weights MiB/GPU':>16} {'KV blocks':>10} {'GPU MiB used':>18}")
+    for name, r in result["runs"].items():
+        print(f"{name:<5} {r['output_tok_per_s']:>9.0f} {r['weight_mib_per_gpu']:>16.0f} "
+              f"{r['num_kv_blocks']:>10} {str(r['gpu_memory_used_mib']):>18}")
+    r1, r2 = result["runs"]["tp1"], result["runs"]["tp2"]
+    print(f"TP=2 / TP=1 throughput: {r2['output_tok_per_s'] / r1['output_tok_per_s']:.2f}x; "
+          f"weights per GPU: {r2['weight_mib_per_gpu'] / r1['weight_mib_per_gpu']:.2f}x")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    (out_dir / "tp_check.json").write_text(json.dumps(result, indent=2))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
