@@ -1,26 +1,34 @@
 #!/usr/bin/env bash
 # Set up .venv (CPU-only torch) and run the whole test suite:
 # package/notebook sync, static chapter checks, then pytest over the chapters (nbval) and tests/.
-set -euo pipefail
+# Every stage runs even when an earlier one fails; the exit status is non-zero if any failed.
+set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 start=$SECONDS
 
-bash scripts/setup.sh --cpu-torch
+bash scripts/setup.sh --cpu-torch || { echo "test.sh: set-up failed"; exit 1; }
 VPY=.venv/bin/python
+failed=()
 
 echo "== notebooks vs package"
-"$VPY" tools/nb.py check
+"$VPY" tools/nb.py check || failed+=("nb.py check")
+
 echo "== static chapter checks"
-"$VPY" tools/nb.py static
+"$VPY" tools/nb.py static || failed+=("nb.py static")
+
 echo "== pytest (chapters under nbval, tests/)"
-set +e
 "$VPY" -m pytest --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
-  --nbval-cell-timeout 600 -q chapters tests "$@"
+  --nbval-cell-timeout 600 --continue-on-collection-errors -q chapters tests "$@"
 rc=$?
-set -e
 if [[ $rc -eq 5 ]]; then
   echo "pytest collected no tests; treating as success"
-  rc=0
+elif [[ $rc -ne 0 ]]; then
+  failed+=("pytest (exit $rc)")
 fi
-echo "test.sh: exit $rc after $((SECONDS - start)) s"
-exit $rc
+
+elapsed=$((SECONDS - start))
+if [[ ${#failed[@]} -gt 0 ]]; then
+  echo "test.sh: FAILED after ${elapsed} s: $(IFS=,; echo "${failed[*]}")"
+  exit 1
+fi
+echo "test.sh: all checks passed in ${elapsed} s"
