@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['CompletionOutput', 'RequestOutput']
 
-# %% ../chapters/06_engine.ipynb #c004
+# %% ../chapters/06_engine.ipynb #c016
 """What the engine hands back: vLLM-shaped request and completion outputs (chapter 06)."""
 from dataclasses import dataclass, field
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['GREEDY_TEMPERATURE', 'SamplingParams', 'derive_seed', 'Sampler']
 
-# %% ../chapters/06_engine.ipynb #c002
+# %% ../chapters/06_engine.ipynb #c003
 """What to generate (SamplingParams) and how to draw the next token (Sampler) (chapter 06)."""
 import dataclasses
 import math
@@ -124,7 +124,7 @@ def derive_seed(seed: int, index: int) -> int:
         return seed
     return (seed + index * 0x9E3779B97F4A7C15) % (1 << 63)
 
-# %% ../chapters/06_engine.ipynb #c003
+# %% ../chapters/06_engine.ipynb #c012
 def _filter_mask(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor,
                  need_sort: bool) -> torch.Tensor:
     """Boolean [rows, V] mask of tokens removed by top-k, then top-p, then min-p (per-row values)."""

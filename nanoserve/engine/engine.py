@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['EngineStats', 'make_executor', 'LLMEngine']
 
-# %% ../../chapters/06_engine.ipynb #c009
+# %% ../../chapters/06_engine.ipynb #c033
 """The engine loop: requests in, one scheduled + sampled step at a time, output deltas out (chapter 06)."""
 import importlib
 import importlib.util
@@ -105,7 +105,7 @@ def _load_tokenizer(config: EngineConfig, model_path):
     path = model_path if config.tokenizer is None else resolve_model_path(config.tokenizer)
     return load_tokenizer(path)
 
-# %% ../../chapters/06_engine.ipynb #c010
+# %% ../../chapters/06_engine.ipynb #c034
 class LLMEngine:
     """Requests in, tokens out: scheduler + model runner + sampler, one step at a time."""
 
@@ -286,11 +286,13 @@ class LLMEngine:
                 banned = set(p.stop_token_ids) | (set() if p.ignore_eos else self.eos_token_ids)
                 rows += [r] * len(banned)
                 cols += sorted(banned)
-        if rows:
-            logits = logits.float()  # a fresh copy in reduced precision; in float32 we own it anyway
-            logits[torch.tensor(rows, device=logits.device), torch.tensor(cols, device=logits.device)] = -torch.inf
-        gens = [self._completions[s.seq_id].generator for s in seqs]
-        return self.sampler(logits, [s.params for s in seqs], gens)
+        with torch.inference_mode():
+            if rows:
+                dev = logits.device
+                index = (torch.tensor(rows, device=dev), torch.tensor(cols, device=dev))
+                logits = logits.index_put(index, torch.tensor(-torch.inf, dtype=logits.dtype, device=dev))
+            gens = [self._completions[s.seq_id].generator for s in seqs]
+            return self.sampler(logits, [s.params for s in seqs], gens)
 
     def _stop_checker(self, seq: Sequence):
         """Called by the scheduler after each appended token: "stop" for eos, stop tokens or stop strings."""

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['logger', 'StepInputs', 'build_step_inputs', 'ModelRunner']
 
-# %% ../../chapters/06_engine.ipynb #c006
+# %% ../../chapters/06_engine.ipynb #c022
 """Turn a scheduled batch into flat tensors, run the model on them, return the logits to sample (chapter 06)."""
 import logging
 import math
@@ -74,7 +74,7 @@ def build_step_inputs(token_chunks: list, starts: list, block_tables: list, samp
         is_decode=bool((q_lens == 1).all()),
     )
 
-# %% ../../chapters/06_engine.ipynb #c007
+# %% ../../chapters/06_engine.ipynb #c027
 class ModelRunner:
     """Owns the model, its KV cache and attention backend on one device; prepares and runs steps."""
 
