@@ -1,5 +1,6 @@
 """Execute every chapter headless, on copies, and report one line per chapter."""
 import importlib.util
+import re
 import shutil
 import sys
 import tempfile
@@ -19,7 +20,8 @@ def load_nb_tool():
 
 def first_error_line(exc: Exception) -> str:
     """The most telling line of a failed execution (the exception name and message)."""
-    lines = [l for l in str(exc).splitlines() if l.strip()]
+    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # drop terminal colours from the traceback
+    lines = [l for l in text.splitlines() if l.strip()]
     named = [l for l in lines if "Error" in l or "Exception" in l]
     return (named or lines or [type(exc).__name__])[-1].strip()[:200]
 

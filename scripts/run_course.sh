@@ -4,4 +4,5 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 bash scripts/setup.sh
-exec .venv/bin/python scripts/run_course.py
+# hide the kernel's one-line warning about its local TCP transport, once per chapter
+exec .venv/bin/python scripts/run_course.py 2> >(grep -v "running over TCP without encryption" >&2)

@@ -1,7 +1,6 @@
 """Chapter tooling: build drafts into notebooks, execute them, export the package, check sync."""
 import argparse
 import ast
-import filecmp
 import json
 import os
 import shutil
