@@ -6,41 +6,10 @@ from hypothesis import strategies as st
 from nanoserve.engine.scheduler import ScheduledBatch, Scheduler, SchedulerConfig
 from nanoserve.engine.sequence import Sequence, SequenceStatus
 
-try:
-    from nanoserve.kv.blocks import BlockManager
-except ImportError:  # chapter 03 not exported yet: a minimal stand-in with the same contract
-    class BlockManager:
-        def __init__(self, num_blocks, block_size):
-            self.num_blocks, self.block_size = num_blocks, block_size
-            self._free = list(range(num_blocks))
+from nanoserve.kv.blocks import BlockManager
+from nanoserve.kv.prefix import PrefixCachingBlockManager
 
-        @property
-        def num_free_blocks(self):
-            return len(self._free)
-
-        def blocks_needed(self, table, num_tokens):
-            return max(0, -(-num_tokens // self.block_size) - len(table))
-
-        def can_allocate(self, table, num_tokens):
-            return self.blocks_needed(table, num_tokens) <= len(self._free)
-
-        def allocate(self, table, num_tokens):
-            if not self.can_allocate(table, num_tokens):
-                raise RuntimeError("no free blocks")
-            for _ in range(self.blocks_needed(table, num_tokens)):
-                table.append(self._free.pop(0))
-
-        def free(self, table):
-            self._free.extend(table)
-            table.clear()
-
-try:
-    from nanoserve.kv.prefix import PrefixCachingBlockManager
-except ImportError:
-    PrefixCachingBlockManager = None
-
-needs_prefix = pytest.mark.skipif(PrefixCachingBlockManager is None, reason="chapter 04 not exported yet")
-MANAGERS = [BlockManager] + ([PrefixCachingBlockManager] if PrefixCachingBlockManager else [])
+MANAGERS = [BlockManager, PrefixCachingBlockManager]
 
 
 def fake_token(seq):
@@ -236,7 +205,6 @@ def test_long_sequence_filling_the_whole_cache_completes():
     assert s.num_output_tokens == 8 and bm.num_free_blocks == 4
 
 
-@needs_prefix
 def test_prefix_hits_reduce_prefill_tokens():
     sched, bm = make(manager=PrefixCachingBlockManager, budget=64)
     shared = list(range(1, 13))  # three full blocks
@@ -251,7 +219,6 @@ def test_prefix_hits_reduce_prefill_tokens():
     assert second.num_output_tokens == 2 and bm.num_free_blocks == bm.num_blocks
 
 
-@needs_prefix
 def test_identical_block_aligned_prompt_twice():
     sched, bm = make(manager=PrefixCachingBlockManager, budget=64)
     prompt = list(range(1, 9))  # exactly 2 blocks
