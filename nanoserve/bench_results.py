@@ -26,7 +26,7 @@ PROVENANCE_KEYS = ("gpu_name", "gpu_memory_mib", "driver", "cuda", "torch", "fla
                    "transformers", "nanoserve", "nanoserve_git", "python", "platform")
 MODEL_CONFIG_KEYS = ("architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
                      "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
-                     "tie_word_embeddings", "torch_dtype", "dtype")
+                     "tie_word_embeddings", "attention_bias", "torch_dtype", "dtype")
 SMOKE_LABEL = "cpu-smoke"
 
 
