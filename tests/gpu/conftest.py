@@ -1,0 +1,5 @@
+"""GPU tests import their shared batch builders from this folder."""
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))

@@ -1,0 +1,111 @@
+"""CUDA-graph replay equals the eager forward; the engine with graphs + flash agrees with transformers (CUDA only)."""
+import pytest
+import torch
+
+pytestmark = pytest.mark.gpu
+
+GPU_TINY = dict(hidden_size=256, intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
+                num_key_value_heads=2, head_dim=128, vocab_size=512, max_position_embeddings=4096)
+
+
+@pytest.fixture(scope="module")
+def tiny_model():
+    pytest.importorskip("flash_attn")
+    from nanoserve.model.qwen3 import Qwen3ForCausalLM
+    from nanoserve.model.tiny import tiny_qwen3_config
+
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Qwen3ForCausalLM(tiny_qwen3_config(**GPU_TINY)).to(torch.bfloat16)
+    with torch.no_grad():
+        for p in model.parameters():
+            p.normal_(0, 0.05)
+    return model.eval()
+
+
+def test_torch_backend_is_not_captured(tiny_model):
+    from nanoserve.attention.batch import allocate_kv_cache
+    from nanoserve.attention.torch_ref import TorchAttentionBackend
+    from nanoserve.engine.cuda_graph import DecodeGraphs
+
+    _, caches = allocate_kv_cache(2, 4, 256, 2, 128, dtype=torch.bfloat16, device="cuda")
+    with pytest.raises(ValueError, match="cannot be captured"):
+        DecodeGraphs(tiny_model, caches, TorchAttentionBackend(), [1, 2], 512, 256)
+
+
+@pytest.mark.parametrize("backend_name", ["flash"])
+def test_replay_equals_eager(tiny_model, backend_name):
+    from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch
+    from nanoserve.engine.config import backend_class
+    from nanoserve.engine.cuda_graph import DecodeGraphs, decode_buckets
+
+    backend, block, max_len = backend_class(backend_name)(), 256, 1024
+    cfg = tiny_model.config
+    _, caches = allocate_kv_cache(cfg.num_hidden_layers, 80, block, cfg.num_key_value_heads, 128,
+                                  dtype=torch.bfloat16, device="cuda")
+    for k, v in caches:
+        k.normal_(), v.normal_()
+    graphs = DecodeGraphs(tiny_model, caches, backend, decode_buckets(32), max_len, block)
+    for n in (1, 3, 16, 29, 32):
+        ctx = [(37 * i) % (max_len - 1) + 1 for i in range(n)]
+        ctx[0] = max_len  # a sequence at the very end of its context: the table fills the captured width
+        tables = [list(range(1 + 4 * i, 1 + 4 * i + -(-c // block))) for i, c in enumerate(ctx)]
+        slots = [t[(c - 1) // block] * block + (c - 1) % block for t, c in zip(tables, ctx)]
+        ids = torch.randint(0, cfg.vocab_size, (n,))
+        pos = torch.tensor(ctx) - 1
+        with torch.no_grad():
+            batch = build_attention_batch(tables, ctx, [1] * n, block, caches, backend, device="cuda")
+            eager = tiny_model(ids.cuda(), pos.cuda(), batch).float()
+            width = max(len(t) for t in tables)
+            table_t = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
+            replayed = graphs.replay(ids, pos, torch.tensor(slots), torch.tensor(ctx, dtype=torch.int32), table_t)
+        torch.testing.assert_close(replayed.float(), eager, atol=2e-2, rtol=2e-2)
+
+
+def test_too_large_batch_is_refused(tiny_model):
+    from nanoserve.attention.batch import allocate_kv_cache
+    from nanoserve.attention.flash import FlashAttentionBackend
+    from nanoserve.engine.cuda_graph import DecodeGraphs
+
+    _, caches = allocate_kv_cache(2, 4, 256, 2, 128, dtype=torch.bfloat16, device="cuda")
+    graphs = DecodeGraphs(tiny_model, caches, FlashAttentionBackend(), [1, 2], 512, 256)
+    assert graphs.can_replay(2) and not graphs.can_replay(3)
+    with pytest.raises(ValueError, match="bucket"):
+        graphs.replay(*(torch.zeros(3, dtype=torch.int64) for _ in range(4)), torch.zeros(3, 1, dtype=torch.int32))
+
+
+@pytest.mark.parametrize("enforce_eager", [False, True])
+def test_engine_greedy_matches_transformers(tmp_path, enforce_eager):
+    """Teacher-forced in bf16: every generated token is transformers' argmax or within a small logit margin."""
+    pytest.importorskip("flash_attn")
+    import transformers
+
+    from nanoserve import LLM, SamplingParams
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path / "m", seed=0, **GPU_TINY)
+    llm = LLM(str(path), skip_tokenizer_init=True, enforce_eager=enforce_eager, max_num_seqs=8, enable_prefix_caching=False,
+              max_model_len=1024, gpu_memory_utilization=0.3)
+    runner = llm.engine.executor if hasattr(llm, "engine") else None
+    if runner is not None:
+        assert type(runner).__name__ == ("ModelRunner" if enforce_eager else "CudaGraphModelRunner")
+        assert runner.backend.name == "flash" and runner.block_size == 256
+    g = torch.Generator().manual_seed(0)
+    prompts = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (5, 300, 17, 600)]
+    outs = llm.generate([dict(prompt_token_ids=p) for p in prompts],
+                        SamplingParams(temperature=0, max_tokens=24, ignore_eos=True), use_tqdm=False)
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.bfloat16).cuda().eval()
+    exact = total = 0
+    for prompt, out in zip(prompts, outs):
+        gen = out.outputs[0].token_ids
+        assert len(gen) == 24
+        ids = torch.tensor([prompt + gen], device="cuda")
+        with torch.no_grad():
+            logits = ref(ids, attention_mask=torch.ones_like(ids)).logits[0, len(prompt) - 1:-1].float()
+        chosen = logits.gather(1, torch.tensor(gen, device="cuda")[:, None])[:, 0]
+        best = logits.max(-1).values
+        margin = 0.02 * (best - logits.min(-1).values)
+        assert bool((chosen >= best - margin).all()), (chosen - best).tolist()
+        exact += int((chosen == best).sum())
+        total += len(gen)
+    assert exact >= 0.8 * total
