@@ -126,7 +126,7 @@ def derive_seed(seed: int, index: int) -> int:
 
 # %% ../chapters/06_engine.ipynb #c012
 def _filter_mask(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor,
-                 need_sort: bool) -> torch.Tensor:
+                 need_sort: bool, need_min_p: bool) -> torch.Tensor:
     """Boolean [rows, V] mask of tokens removed by top-k, then top-p, then min-p (per-row values)."""
     removed = torch.zeros_like(logits, dtype=torch.bool)
     if need_sort:
@@ -138,7 +138,7 @@ def _filter_mask(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
         mass_before = probs.cumsum(dim=-1) - probs  # probability of the strictly better tokens
         drop |= mass_before >= top_p.unsqueeze(1)  # the best token always survives (mass_before 0)
         removed = removed.scatter(-1, order, drop)
-    if bool((min_p > 0).any()):
+    if need_min_p:  # decided on the host: asking the GPU would stall the step
         probs = logits.masked_fill(removed, -math.inf).softmax(dim=-1)
         removed |= probs < min_p.unsqueeze(1) * probs.amax(dim=-1, keepdim=True)
     return removed
@@ -168,7 +168,8 @@ class Sampler:
         min_p = torch.tensor([p.min_p for p in params_list], device=dev)
         need_sort = any(0 < p.top_k < vocab or p.top_p < 1.0 for p in params_list)
         logits = logits / temperature.unsqueeze(1)
-        removed = _filter_mask(logits, top_k, top_p, min_p, need_sort)
+        need_min_p = any(p.min_p > 0 for p in params_list)
+        removed = _filter_mask(logits, top_k, top_p, min_p, need_sort, need_min_p)
         probs = logits.masked_fill(removed, -math.inf).softmax(dim=-1)
         noise = self._exponential_noise(probs, generators)
         sampled = (probs / noise).argmax(dim=-1)  # the "exponential race": P(win) = p_i exactly

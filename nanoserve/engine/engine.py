@@ -171,6 +171,11 @@ class LLMEngine:
             raise TypeError(f"request_id must be a str, got {type(request_id).__name__}")
         if request_id in self._requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
+        if self.tokenizer is None and params.stop:
+            raise ValueError("stop strings need a tokenizer, but this engine has none (skip_tokenizer_init=True)")
+        bad = [t for t in params.stop_token_ids if t >= self.vocab_size]
+        if bad:
+            raise ValueError(f"stop_token_ids {bad} are outside the vocabulary [0, {self.vocab_size})")
         text, ids = self._prompt_token_ids(prompt)
         limit = self.config.max_model_len
         if len(ids) >= limit:

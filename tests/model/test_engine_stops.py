@@ -13,7 +13,7 @@ PROMPT = "The quick brown fox"
 def llm(tmp_path_factory):
     path = make_tiny_checkpoint(tmp_path_factory.mktemp("tok"), seed=4, with_tokenizer=True,
                                 tie_word_embeddings=False, max_position_embeddings=128)
-    return LLM(path, block_size=4, num_kv_blocks=64, seed=0, enable_prefix_caching=False)
+    return LLM(path, block_size=4, num_kv_blocks=64, seed=0)
 
 
 def sampled(**kwargs):

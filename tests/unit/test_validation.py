@@ -94,7 +94,7 @@ def test_missing_model_path(tmp_path):
 @pytest.fixture(scope="module")
 def llm(checkpoint):
     return LLM(checkpoint, skip_tokenizer_init=True, block_size=4, num_kv_blocks=8, max_model_len=48,
-               enable_prefix_caching=False)
+               enable_prefix_caching=True)
 
 
 GREEDY = SamplingParams(temperature=0, max_tokens=4)
@@ -138,6 +138,14 @@ def test_request_that_can_never_fit_the_cache(llm):
         llm.generate({"prompt_token_ids": list(range(20))}, SamplingParams(max_tokens=20), use_tqdm=False)
     out = llm.generate({"prompt_token_ids": list(range(20))}, SamplingParams(max_tokens=13), use_tqdm=False)
     assert len(out[0].outputs[0].token_ids) == 13
+
+
+def test_request_level_sampling_checks(llm):
+    with pytest.raises(ValueError, match="tokenizer"):
+        llm.generate({"prompt_token_ids": [1]}, SamplingParams(stop="x"), use_tqdm=False)
+    with pytest.raises(ValueError, match="stop_token_ids"):
+        llm.generate({"prompt_token_ids": [1]}, SamplingParams(stop_token_ids=[600]), use_tqdm=False)
+    assert not llm.engine.has_unfinished_requests()
 
 
 def test_engine_add_request_rejects_duplicates(llm):
