@@ -34,9 +34,18 @@ class LLM:
         self.engine = LLMEngine(config)
         self.config = self.engine.config  # resolved: every "auto" replaced by a value
 
+    @property
+    def llm_engine(self) -> LLMEngine:
+        """The engine, under vLLM's attribute name."""
+        return self.engine
+
     def get_tokenizer(self):
         """The engine's tokenizer (None with skip_tokenizer_init)."""
         return self.engine.tokenizer
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget cached prefixes (the next run starts cold); False while requests are in flight."""
+        return self.engine.reset_prefix_cache()
 
     # ---- batch generation -----------------------------------------------------------------
     def generate(self, prompts, sampling_params=None, *, use_tqdm: bool = True) -> list:

@@ -306,7 +306,7 @@ class LLMEngine:
     def _check_stop(self, c: _Completion):
         seq, p = c.seq, c.seq.params
         if c.detokenizer is not None:
-            c.detokenizer.add(seq.output_token_ids[len(c.detokenizer.token_ids):])
+            c.detokenizer.add(seq.token_ids[seq.num_prompt_tokens + len(c.detokenizer.token_ids):])
         if seq.num_output_tokens < p.min_tokens:
             return None
         last = seq.last_token_id
@@ -344,16 +344,15 @@ class LLMEngine:
     def _completion_delta(self, c: _Completion, request: _Request) -> CompletionOutput:
         """New tokens and text of one completion since the last delta."""
         seq = c.seq
-        ids = seq.output_token_ids
-        new_ids = ids[c.num_tokens_sent:]
-        c.num_tokens_sent = len(ids)
+        new_ids = seq.token_ids[seq.num_prompt_tokens + c.num_tokens_sent:]  # only the tail: O(new) per step
+        c.num_tokens_sent = seq.num_output_tokens
         finished = seq.is_finished
         if c.detokenizer is not None and request.stream_text:
             text = c.detokenizer.delta(finished)
         elif finished and c.detokenizer is not None:
             text = c.detokenizer.text
         elif finished and self.tokenizer is not None:
-            text = self.tokenizer.decode(ids, skip_special_tokens=True)  # decoded once, at the end
+            text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)  # once, at the end
         else:
             text = ""
         reason = seq.finish_reason if finished else None
@@ -372,6 +371,13 @@ class LLMEngine:
         for c in request.completions:
             self.scheduler.finish(c.seq, "abort")
         self._forget(request)
+
+    def reset_prefix_cache(self) -> bool:
+        """Forget every cached prefix (benchmarks use it between runs); False while requests are live."""
+        if self._requests or self.scheduler.has_unfinished():
+            return False
+        self.block_manager = self.scheduler.block_manager = self._make_block_manager(self.num_kv_blocks)
+        return True
 
     def shutdown(self) -> None:
         """Abort everything and release the executor."""

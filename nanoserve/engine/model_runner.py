@@ -5,6 +5,7 @@ __all__ = ['logger', 'StepInputs', 'build_step_inputs', 'ModelRunner']
 
 # %% ../../chapters/06_engine.ipynb #c022
 """Turn a scheduled batch into flat tensors, run the model on them, return the logits to sample (chapter 06)."""
+import itertools
 import logging
 import math
 from dataclasses import dataclass
@@ -59,7 +60,7 @@ def build_step_inputs(token_chunks: list, starts: list, block_tables: list, samp
     positions = torch.arange(int(q_lens.sum())) - cu_q.long()[seq_of_token] + start[seq_of_token]
     blocks = tables[seq_of_token, positions // block_size]
     slot_mapping = blocks * block_size + positions % block_size
-    input_ids = [t for chunk in token_chunks for t in chunk]
+    input_ids = list(itertools.chain.from_iterable(token_chunks))
     return StepInputs(
         input_ids=torch.tensor(input_ids, dtype=torch.int64),
         positions=positions,
@@ -115,6 +116,9 @@ class ModelRunner:
         budget = total * self.config.gpu_memory_utilization - others - peak
         blocks = int(budget // self.kv_block_bytes)
         torch.cuda.empty_cache()
+        logger.info("memory profile: peak %.2f GiB (weights + activations of %d tokens), other %.2f GiB, "
+                    "total %.2f GiB x %.2f -> %d KV blocks", peak / 2**30, self.config.max_num_batched_tokens,
+                    others / 2**30, total / 2**30, self.config.gpu_memory_utilization, blocks)
         if blocks < 1:
             raise ValueError(
                 f"no GPU memory left for the KV cache: weights and activations peak at {peak / 2**30:.2f} GiB, "

@@ -120,6 +120,10 @@ def test_prefix_cache_hits_give_the_same_tokens(checkpoint, reference):
     bm = llm.engine.block_manager
     assert bm.hit_tokens >= 2 * BLOCK
     assert_no_leaks(llm)
+    assert llm.reset_prefix_cache()
+    assert generate(llm, [exact], [5]) == [want[2]]
+    assert llm.engine.block_manager.hit_tokens == 0  # the cache really was forgotten
+    assert_no_leaks(llm)
 
 
 def test_prompt_plus_max_tokens_equal_to_max_model_len(checkpoint, reference):
