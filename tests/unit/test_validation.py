@@ -79,11 +79,11 @@ def test_config_checked_against_the_model(checkpoint):
         LLM(checkpoint, skip_tokenizer_init=True, max_model_len=65)
     with pytest.raises(ValueError, match="tensor_parallel_size"):
         LLM(checkpoint, skip_tokenizer_init=True, tensor_parallel_size=3)  # 4 heads, 2 kv heads
-    with pytest.raises(ValueError, match="flash"):
-        if not torch.cuda.is_available():
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="flash"):
             LLM(checkpoint, skip_tokenizer_init=True, attention_backend="flash")
-        else:
-            raise ValueError("flash: skipped, CUDA present")
+        with pytest.raises(ValueError, match="CUDA"):
+            LLM(checkpoint, skip_tokenizer_init=True, device="cuda")
 
 
 def test_missing_model_path(tmp_path):
