@@ -17,9 +17,9 @@ from pathlib import Path
 
 from .bench_engines import ENGINES, has_tokenizer_files, make_engine
 from .bench_floor import measure_gpu_rates
-from .bench_results import (SCHEMA, SMOKE_LABEL, collect_provenance, command_line, load_results,
-                                     make_bundle, model_summary, report_markdown, save_result, summary_table,
-                                     unpack_bundle, utc_now)
+from .bench_results import (SCHEMA, SMOKE_LABEL, collect_provenance, command_line, environment,
+                                     load_results, make_bundle, model_summary, report_markdown, save_result,
+                                     summary_table, unpack_bundle, utc_now)
 from .bench_workloads import (LATENCY_BATCH_SIZES, LATENCY_LEN, LENGTH_RANGE, MAX_TOKEN_ID, NUM_REQUESTS,
                                        SHARED_PREFIX_LEN, WORKLOADS, latency_requests, make_workload, redraw_ids,
                                        total_output_tokens, total_prompt_tokens)
@@ -276,7 +276,7 @@ def run_benchmark(argv) -> list:
                       "model": {"path": args.model, "config": model_summary(args.model) if Path(args.model).is_dir()
                                 else {}, "weights": args.weights_note},
                       "workload_config": wl_config, "engine_options": options,
-                      "provenance": collect_provenance(),
+                      "provenance": collect_provenance(), "environment": environment(),
                       "startup": {"import_s": engine.import_s, "startup_s": engine.startup_s,
                                   "note": "start-up = constructor wall time; import = importing the engine package"},
                       "memory": engine.memory(), "metrics": metrics}

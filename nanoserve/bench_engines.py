@@ -47,9 +47,16 @@ def nvidia_smi(fields: str) -> list:
 
 
 def device_memory_used_bytes():
-    """Device memory in use on the first visible GPU (all processes), via nvidia-smi; None if unknown."""
+    """Device memory in use on the first visible GPU (all processes): nvidia-smi, else torch; None if unknown."""
     used = nvidia_smi("memory.used")
-    return int(float(used[0])) * (1 << 20) if used else None
+    if used:
+        return int(float(used[0])) * (1 << 20)
+    import torch
+
+    if torch.cuda.is_available() and torch.cuda.is_initialized():  # never initialise CUDA just to ask
+        free, total = torch.cuda.mem_get_info()
+        return total - free
+    return None
 
 
 class BenchEngine:

@@ -2,9 +2,9 @@
 
 # %% auto #0
 __all__ = ['SCHEMA', 'BUNDLE_SCHEMA', 'PROVENANCE_KEYS', 'MODEL_CONFIG_KEYS', 'SMOKE_LABEL', 'package_version', 'module_version',
-           'git_commit', 'collect_provenance', 'utc_now', 'command_line', 'model_summary', 'result_filename',
-           'save_result', 'load_results', 'make_bundle', 'unpack_bundle', 'memory_gib', 'group_results', 'ratio',
-           'throughput_rows', 'latency_rows', 'report_markdown', 'summary_table']
+           'git_commit', 'collect_provenance', 'environment', 'utc_now', 'command_line', 'model_summary',
+           'result_filename', 'save_result', 'load_results', 'make_bundle', 'unpack_bundle', 'memory_gib',
+           'group_results', 'ratio', 'throughput_rows', 'latency_rows', 'report_markdown', 'summary_table']
 
 # %% ../chapters/10_benchmark.ipynb #c025
 """Benchmark results: provenance, one JSON file per run, bundles and the ratio report (chapter 10)."""
@@ -92,6 +92,15 @@ def collect_provenance() -> dict:
         "python": platform.python_version(),
         "platform": f"{platform.system()} {platform.machine()}",
     }
+
+
+def environment() -> dict:
+    """Environment variables that change how the engines run (CUDA device choice, vLLM and nanoserve knobs)."""
+    import os
+
+    keep = ("CUDA_VISIBLE_DEVICES", "PYTORCH_CUDA_ALLOC_CONF", "TORCH_CUDA_ARCH_LIST")
+    return {k: v for k, v in sorted(os.environ.items())
+            if k in keep or k.startswith(("VLLM_", "NANOSERVE_", "FLASH_ATTENTION_"))}
 
 
 def utc_now() -> str:

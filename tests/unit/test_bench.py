@@ -179,6 +179,15 @@ def fake_result(engine, workload, tok_s, session="s1", date="2026-01-01T00:00:00
             **extra}
 
 
+def test_environment_keeps_only_engine_knobs(monkeypatch):
+    from nanoserve.bench_results import environment
+
+    monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "0")
+    monkeypatch.setenv("SOME_SECRET_TOKEN", "x")
+    env = environment()
+    assert env["VLLM_USE_FLASHINFER_SAMPLER"] == "0" and "SOME_SECRET_TOKEN" not in env
+
+
 def test_provenance_fields_are_present():
     prov = collect_provenance()
     assert set(PROVENANCE_KEYS) <= set(prov)
