@@ -69,7 +69,7 @@ class LLM:
         return [results[rid] for rid in ids]
 
     def _run(self, results: dict, use_tqdm: bool) -> None:
-        """Step the engine until every request in `results` is finished, merging the deltas."""
+        """Step the engine until every request in `results` is finished, keeping the final outputs."""
         engine, stats = self.engine, self.engine.stats
         start_prefill, start_decode = stats.prefill_tokens, stats.decode_tokens
         start = time.perf_counter()
@@ -77,21 +77,17 @@ class LLM:
         remaining = len(results)
         with bar:
             while remaining:
-                for delta in engine.step():
-                    rid = delta.request_id
-                    if rid not in results:
-                        continue  # someone else's request sharing the engine
-                    if results[rid] is None:
-                        results[rid] = delta
-                    else:
-                        results[rid].merge(delta)
-                    if delta.finished:
+                # the lean step: no per-token delta objects, only requests that finished come back
+                for out in engine.step(finished_only=True):
+                    if out.request_id in results:  # else someone else's request sharing the engine
+                        results[out.request_id] = out
                         remaining -= 1
                         bar.update(1)
-                elapsed = max(time.perf_counter() - start, 1e-9)
-                bar.set_postfix_str(f"prefill {(stats.prefill_tokens - start_prefill) / elapsed:.0f} tok/s, "
-                                    f"decode {(stats.decode_tokens - start_decode) / elapsed:.0f} tok/s",
-                                    refresh=False)
+                if use_tqdm:
+                    elapsed = max(time.perf_counter() - start, 1e-9)
+                    bar.set_postfix_str(f"prefill {(stats.prefill_tokens - start_prefill) / elapsed:.0f} tok/s, "
+                                        f"decode {(stats.decode_tokens - start_decode) / elapsed:.0f} tok/s",
+                                        refresh=False)
 
     # ---- chat -------------------------------------------------------------------------------
     def chat(self, messages, sampling_params=None, *, use_tqdm: bool = True, enable_thinking: bool = True,

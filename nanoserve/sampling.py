@@ -156,24 +156,27 @@ class Sampler:
         if len(params_list) != rows:
             raise ValueError(f"got {len(params_list)} SamplingParams for {rows} rows of logits")
         generators = generators if generators is not None else [None] * rows
-        logits = logits.float()
-        greedy_tokens = logits.argmax(dim=-1)
         greedy = [p.greedy for p in params_list]
         if all(greedy):
-            return greedy_tokens
+            return logits.argmax(dim=-1)  # argmax of bf16 and of its float32 copy agree: widening is exact
+        logits = raw = logits.float()
         dev = logits.device
         temperature = torch.tensor([1.0 if g else p.temperature for p, g in zip(params_list, greedy)], device=dev)
-        top_k = torch.tensor([p.top_k if p.top_k > 0 else vocab for p in params_list], device=dev)
-        top_p = torch.tensor([p.top_p for p in params_list], device=dev)
-        min_p = torch.tensor([p.min_p for p in params_list], device=dev)
-        need_sort = any(0 < p.top_k < vocab or p.top_p < 1.0 for p in params_list)
         logits = logits / temperature.unsqueeze(1)
+        need_sort = any(0 < p.top_k < vocab or p.top_p < 1.0 for p in params_list)
         need_min_p = any(p.min_p > 0 for p in params_list)
-        removed = _filter_mask(logits, top_k, top_p, min_p, need_sort, need_min_p)
-        probs = logits.masked_fill(removed, -math.inf).softmax(dim=-1)
+        if need_sort or need_min_p:
+            top_k = torch.tensor([p.top_k if p.top_k > 0 else vocab for p in params_list], device=dev)
+            top_p = torch.tensor([p.top_p for p in params_list], device=dev)
+            min_p = torch.tensor([p.min_p for p in params_list], device=dev)
+            logits = logits.masked_fill(_filter_mask(logits, top_k, top_p, min_p, need_sort, need_min_p), -math.inf)
+        # else the lean path: temperature only, no per-row filter tensors, no mask (same numbers)
+        probs = logits.softmax(dim=-1)
         noise = self._exponential_noise(probs, generators)
         sampled = (probs / noise).argmax(dim=-1)  # the "exponential race": P(win) = p_i exactly
-        return torch.where(torch.tensor(greedy, device=dev), greedy_tokens, sampled)
+        if not any(greedy):
+            return sampled
+        return torch.where(torch.tensor(greedy, device=dev), raw.argmax(dim=-1), sampled)
 
     def _exponential_noise(self, probs: torch.Tensor, generators: list) -> torch.Tensor:
         """Exp(1) noise per row: one batched draw, then seeded rows redrawn from their own RNG."""

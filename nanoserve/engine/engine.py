@@ -35,6 +35,7 @@ class _Completion:
     num_tokens_sent: int = 0
     stop_reason: int | str | None = None
     request_id: str = ""
+    lean_temperature: float | None = None  # temperature (0 = greedy) when a fused sampler may draw its tokens
 
 
 @dataclass
@@ -126,7 +127,10 @@ class LLMEngine:
             SchedulerConfig(config.max_num_seqs, config.max_num_batched_tokens, config.max_model_len),
             self.block_manager, stop_checker=self._stop_checker)
         self.device = config.device
-        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        # one stream for unseeded rows, shared with the executor when it samples inside CUDA graphs itself
+        self.generator = getattr(self.executor, "generator", None)
+        if self.generator is None:
+            self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.sampler = Sampler(self.generator)
         self.stats = EngineStats()
         self._requests: dict = {}  # request_id -> _Request, until it finishes
@@ -196,8 +200,15 @@ class LLMEngine:
             detok = None
             if self.tokenizer is not None and (stream_text or p.stop):
                 detok = IncrementalDetokenizer(self.tokenizer, p.stop)
-            request.completions.append(_Completion(i, seq, gen, detok, request_id=request_id))
+            request.completions.append(_Completion(i, seq, gen, detok, request_id=request_id,
+                                                   lean_temperature=self._lean_temperature(p, gen)))
         return request
+
+    def _lean_temperature(self, p: SamplingParams, generator) -> float | None:
+        """The row's temperature if plain temperature sampling draws it (no filters, no own seed), else None."""
+        if generator is not None or 0 < p.top_k < self.vocab_size or p.top_p < 1.0 or p.min_p > 0:
+            return None
+        return 0.0 if p.greedy else p.temperature
 
     def enqueue(self, request: _Request) -> None:
         """Hand a processed request's sequences to the scheduler."""
@@ -253,24 +264,53 @@ class LLMEngine:
         """True while any request waits or runs."""
         return bool(self._requests)
 
-    def step(self) -> list:
-        """Schedule, run and sample one step; return a RequestOutput delta per request that advanced."""
+    def step(self, *, finished_only: bool = False) -> list:
+        """Schedule, run and sample one step; return a RequestOutput delta per request that advanced.
+
+        With `finished_only=True` (generate's lean loop) only requests that finished come back, each as
+        its complete final RequestOutput, and no per-token delta objects are built."""
         batch = self.scheduler.schedule()
         if batch.is_empty:
             if self.scheduler.has_unfinished():
                 raise RuntimeError("the scheduler made no progress although requests are waiting")
             return []
         start = time.perf_counter()
-        step = self.executor.prepare(batch)
-        logits = self.executor.run(step)
         sampling = [s for s, samples in zip(batch.seqs, batch.samples) if samples]
-        tokens = iter(self._sample(logits, sampling).tolist()) if sampling else iter(())
+        tokens = self._execute(batch, sampling)
         decode_tokens = sum(1 for s, n in zip(batch.seqs, batch.num_new_tokens)
                             if n == 1 and s.num_output_tokens > 0 and s.num_computed_tokens + 1 == s.num_tokens)
-        self.scheduler.update(batch, [next(tokens) if samples else None for samples in batch.samples])
-        outputs = self._collect(sampling)
+        self.scheduler.update(batch, tokens)
+        outputs = self._collect_finished(sampling) if finished_only else self._collect(sampling)
         self._record(batch.num_batched_tokens - decode_tokens, decode_tokens, time.perf_counter() - start)
         return outputs
+
+    def _execute(self, batch, sampling: list) -> list:
+        """Run the model and sample: one token per scheduled sequence (None where it does not sample)."""
+        step = self.executor.prepare(batch)
+        tokens = None
+        run_sampled = getattr(self.executor, "run_sampled", None)
+        if run_sampled is not None and sampling:
+            temperatures = self._lean_temperatures(sampling)
+            if temperatures is not None:
+                tokens = run_sampled(step, temperatures)  # None: the runner cannot fuse this step
+        if tokens is None:
+            logits = self.executor.run(step)
+            tokens = self._sample(logits, sampling).tolist() if sampling else []
+        if len(tokens) == len(batch.seqs):
+            return tokens
+        it = iter(tokens)
+        return [next(it) if samples else None for samples in batch.samples]
+
+    def _lean_temperatures(self, seqs: list) -> list | None:
+        """Each row's temperature (0 = greedy) when every row is plain temperature sampling, else None."""
+        temperatures = []
+        completions = self._completions
+        for seq in seqs:
+            t = completions[seq.seq_id].lean_temperature
+            if t is None or seq.num_output_tokens < seq.params.min_tokens:  # min_tokens bans need the full sampler
+                return None
+            temperatures.append(t)
+        return temperatures
 
     def _record(self, prefill: int, decode: int, seconds: float) -> None:
         st = self.stats
@@ -340,6 +380,36 @@ class LLMEngine:
                 out.finished = True
                 self._forget(request)
         return list(deltas.values())
+
+    def _collect_finished(self, seqs: list) -> list:
+        """Final RequestOutputs of the requests that finished this step (generate's lean loop: no deltas)."""
+        finished = [s for s in seqs if s.is_finished]
+        for seq in finished:
+            if seq.finish_reason == "length":
+                seq.finish_reason = self._check_stop(self._completions[seq.seq_id]) or "length"
+        outputs = []
+        for seq in finished:
+            c = self._completions.get(seq.seq_id)
+            if c is None:  # its request was completed by a sibling completion just now
+                continue
+            request = self._requests[c.request_id]
+            if all(x.seq.is_finished for x in request.completions):
+                outs = [self._final_completion(x) for x in request.completions]
+                outputs.append(RequestOutput(request.request_id, request.prompt, request.prompt_token_ids,
+                                             outs, True))
+                self._forget(request)
+        return outputs
+
+    def _final_completion(self, c: _Completion) -> CompletionOutput:
+        """A finished completion in one piece: all its tokens, its text, why it stopped."""
+        seq = c.seq
+        if c.detokenizer is not None:
+            text = c.detokenizer.text
+        elif self.tokenizer is not None:
+            text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
+        else:
+            text = ""
+        return CompletionOutput(c.index, text, seq.output_token_ids, seq.finish_reason, c.stop_reason)
 
     def _completion_delta(self, c: _Completion, request: _Request) -> CompletionOutput:
         """New tokens and text of one completion since the last delta."""
