@@ -252,11 +252,12 @@ class LLMEngine:
             raise TypeError(f"prompt_token_ids must be a list of ints, got {type(ids).__name__}")
         if not ids:
             raise ValueError("the prompt is empty (no token ids)")
+        vocab = self.vocab_size  # once: a transformers config attribute costs far more than a local
         for t in ids:
             if isinstance(t, bool) or not isinstance(t, int):
                 raise TypeError(f"prompt_token_ids must hold ints, got {t!r} ({type(t).__name__})")
-            if not 0 <= t < self.vocab_size:
-                raise ValueError(f"token id {t} is outside the vocabulary [0, {self.vocab_size})")
+            if not 0 <= t < vocab:
+                raise ValueError(f"token id {t} is outside the vocabulary [0, {vocab})")
         return list(ids)
 
     # ---- the loop ---------------------------------------------------------------------
@@ -277,8 +278,10 @@ class LLMEngine:
         start = time.perf_counter()
         sampling = [s for s, samples in zip(batch.seqs, batch.samples) if samples]
         tokens = self._execute(batch, sampling)
-        decode_tokens = sum(1 for s, n in zip(batch.seqs, batch.num_new_tokens)
-                            if n == 1 and s.num_output_tokens > 0 and s.num_computed_tokens + 1 == s.num_tokens)
+        decode_tokens = 0  # one new token that follows a generated one: a decode (plain attributes, no properties)
+        for s, n in zip(batch.seqs, batch.num_new_tokens):
+            if n == 1 and s.num_computed_tokens + 1 == len(s.token_ids) > s.num_prompt_tokens:
+                decode_tokens += 1
         self.scheduler.update(batch, tokens)
         outputs = self._collect_finished(sampling) if finished_only else self._collect(sampling)
         self._record(batch.num_batched_tokens - decode_tokens, decode_tokens, time.perf_counter() - start)
