@@ -117,6 +117,7 @@ def build(draft: Path, run: bool = True) -> Path:
         c["id"] = f"c{i:03d}"
     nbformat.write(nb, str(target))
     if run:
+        export_all(PACKAGE)  # the chapter's later cells import what its earlier cells export
         execute(target)
     return target
 

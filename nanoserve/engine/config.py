@@ -118,6 +118,7 @@ class EngineConfig:
     enforce_eager: bool = False
     tensor_parallel_size: int = 1
     attention_backend: str = "auto"
+    fused_kernels: bool = True  # Triton norms/rotary/SiLU on CUDA (chapter 07); no effect on CPU
 
     def __post_init__(self):
         if not isinstance(self.model, (str, os.PathLike)) or not str(self.model):
@@ -138,6 +139,7 @@ class EngineConfig:
             raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {util}")
         _check_bool("enable_prefix_caching", self.enable_prefix_caching)
         _check_bool("enforce_eager", self.enforce_eager)
+        _check_bool("fused_kernels", self.fused_kernels)
         _check_int("tensor_parallel_size", self.tensor_parallel_size)
         if self.attention_backend not in BACKENDS:
             raise ValueError(f"attention_backend must be one of {BACKENDS}, got {self.attention_backend!r}")

@@ -114,12 +114,21 @@ class ModelRunner:
         self.block_size = config.block_size
         self.backend = backend_class(config.attention_backend)()
         self.model = load_qwen3(config.model, dtype=self.dtype, device=self.device, layers=layers)
+        self.num_fused_modules = self._fuse_kernels() if config.fused_kernels else 0
         self.tp_size = getattr(layers, "tp_size", 1)
         # the RNG of rows without a seed of their own; the engine samples with it, and so do graphs (chapter 08)
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
         self.kv_cache = None  # one tensor [2, layers, blocks, block_size, kv_heads, head_dim]
         self.kv_caches = []  # per layer (k_cache, v_cache) views of it
         self.num_kv_blocks = 0
+
+    def _fuse_kernels(self) -> int:
+        """On CUDA with Triton, swap norms, rotary and SiLU-mul for fused kernels (chapter 07)."""
+        if self.device.type != "cuda":
+            return 0
+        from ..kernels.fused import fuse_model, fused_kernels_available
+
+        return fuse_model(self.model) if fused_kernels_available() else 0
 
     # ---- the KV cache --------------------------------------------------------------
     @property
