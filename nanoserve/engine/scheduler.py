@@ -125,12 +125,13 @@ class Scheduler:
         """Pick this step's work: running sequences first (decodes before chunks), then new ones."""
         batch = ScheduledBatch()
         budget = self.config.max_num_batched_tokens
+        manager, block_size = self.block_manager, self.block_manager.block_size
         # budget held back so that prefill chunks of running sequences never starve decodes
-        pending_decodes = sum(1 for s in self.running if self._remaining(s) == 1)
+        pending_decodes = sum(len(s.token_ids) - s.num_computed_tokens == 1 for s in self.running)
         for seq in list(self.running):
             if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
                 continue
-            remaining = self._remaining(seq)
+            remaining = len(seq.token_ids) - seq.num_computed_tokens
             if remaining == 1:
                 pending_decodes -= 1
                 n = 1 if budget >= 1 else 0
@@ -138,7 +139,9 @@ class Scheduler:
                 n = min(remaining, budget - pending_decodes)
             if n <= 0:
                 continue
-            while not self.block_manager.can_allocate(seq.block_table, seq.num_computed_tokens + n):
+            # blocks_needed, inlined: a decode needs a new block only once every block_size tokens
+            need = -(-(seq.num_computed_tokens + n) // block_size) - len(seq.block_table)
+            while need > 0 and need > manager.num_free_blocks:  # need > 0 first: skips the lookup
                 victim = self.running[-1]  # the newest; never one already scheduled this step
                 if victim is not seq and self._remaining(victim) == 1:
                     pending_decodes -= 1
@@ -148,7 +151,7 @@ class Scheduler:
                     break
             if seq.status is not SequenceStatus.RUNNING:
                 continue
-            self._take(batch, seq, n)
+            self._take(batch, seq, n, need)
             budget -= n
         if not batch.preempted:  # blocks just ran out: admitting now would only thrash
             budget = self._admit(batch, budget)
@@ -164,13 +167,14 @@ class Scheduler:
                 self._release(seq, hits)
                 break
             n = min(remaining, budget)
-            if not self.block_manager.can_allocate(seq.block_table, seq.num_computed_tokens + n):
+            need = self.block_manager.blocks_needed(seq.block_table, seq.num_computed_tokens + n)
+            if need > self.block_manager.num_free_blocks:
                 self._release(seq, hits)
                 break  # FIFO: nobody overtakes the head of the queue, so nobody starves
             self.waiting.popleft()
             seq.status = SequenceStatus.RUNNING
             bisect.insort(self.running, seq, key=lambda s: s.arrival)
-            self._take(batch, seq, n)
+            self._take(batch, seq, n, need)
             budget -= n
         return budget
 
@@ -190,16 +194,20 @@ class Scheduler:
             seq.block_table = []
             seq.num_computed_tokens = seq.num_cached_tokens = 0
 
-    def _take(self, batch: ScheduledBatch, seq: Sequence, n: int) -> None:
-        """Reserve KV slots for `n` more tokens of `seq` and put them in the batch."""
-        self.block_manager.allocate(seq.block_table, seq.num_computed_tokens + n)
+    def _take(self, batch: ScheduledBatch, seq: Sequence, n: int, need: int) -> None:
+        """Reserve KV slots for `n` more tokens of `seq` (`need` new blocks) and put them in the batch."""
+        if need > 0:  # most decode steps write into the last block, which is already there
+            self.block_manager.allocate(seq.block_table, seq.num_computed_tokens + n)
         batch.seqs.append(seq)
         batch.num_new_tokens.append(n)
-        batch.samples.append(seq.num_computed_tokens + n == seq.num_tokens)
+        batch.samples.append(seq.num_computed_tokens + n == len(seq.token_ids))
 
     def _preempt(self, seq: Sequence) -> None:
         """Drop a running sequence's KV and requeue it first in line (it recomputes later)."""
-        self.running.remove(seq)
+        if self.running[-1] is seq:
+            self.running.pop()  # the usual victim, the newest: O(1)
+        else:
+            self.running.remove(seq)
         self.block_manager.free(seq.block_table)
         seq.block_table = []
         seq.num_computed_tokens = seq.num_cached_tokens = 0
@@ -217,28 +225,29 @@ class Scheduler:
         if len(sampled) != len(batch.seqs):
             raise ValueError(f"got {len(sampled)} sampled tokens for a batch of {len(batch.seqs)}")
         finished = []
+        block_size = self.block_manager.block_size
+        max_model_len = self.config.max_model_len
         for seq, n, samples, token in zip(batch.seqs, batch.num_new_tokens, batch.samples, sampled):
             if seq.status is not SequenceStatus.RUNNING:  # stopped by finish() during the step
                 continue
-            seq.num_computed_tokens += n
-            if self._caches_blocks:
-                self.block_manager.cache_blocks(seq.block_table, seq.token_ids, seq.num_computed_tokens)
+            computed = seq.num_computed_tokens = seq.num_computed_tokens + n
+            # only a step that fills a block gives the prefix cache something new to register
+            if self._caches_blocks and computed // block_size > (computed - n) // block_size:
+                self.block_manager.cache_blocks(seq.block_table, seq.token_ids, computed)
             if not samples:
                 continue
             if token is None:
                 raise ValueError(f"sequence {seq.seq_id!r} was due a sampled token but got None")
             seq.append_token(token)
-            reason = self._stop_reason(seq)
+            num_tokens = len(seq.token_ids)
+            if num_tokens - seq.num_prompt_tokens >= seq.max_tokens or num_tokens >= max_model_len:
+                reason = "length"
+            else:
+                reason = self.stop_checker(seq) if self.stop_checker is not None else None
             if reason is not None:
                 self.finish(seq, reason)
                 finished.append(seq)
         return finished
-
-    def _stop_reason(self, seq: Sequence):
-        """'length' at max_tokens or max_model_len, else whatever the stop checker says."""
-        if seq.num_output_tokens >= seq.max_tokens or seq.num_tokens >= self.config.max_model_len:
-            return "length"
-        return self.stop_checker(seq) if self.stop_checker is not None else None
 
     def finish(self, seq: Sequence, reason) -> None:
         """Stop a sequence now (length, stop token, stop string, abort) and free its blocks."""

@@ -292,3 +292,32 @@ def test_simulation_helpers_record_steps_and_render_state():
     assert snap["num_free_blocks"] == 1 and snap["block_owners"] == {0: [0], 1: [0], 2: [1]}
     text = render_snapshot(snap)
     assert "running (2)" in text and "0 0 1 ." in text and "1 of 4 free" in text
+
+
+@settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(workloads())
+def test_fast_paths_skip_only_calls_that_would_do_nothing(w):
+    """schedule() allocates inline only when a block is due, update() caches only when one filled:
+    after every step an explicit allocate / cache_blocks on every running sequence changes nothing."""
+    block_size, max_model_len, specs, num_blocks, budget, max_num_seqs, manager = w
+    sched, bm = make(num_blocks, block_size, max_num_seqs, budget, max_model_len, manager=manager)
+    add_all(sched, specs)
+
+    def check(batch):
+        for seq, n in zip(batch.seqs, batch.num_new_tokens):
+            free, table = bm.num_free_blocks, list(seq.block_table)
+            bm.allocate(seq.block_table, seq.num_computed_tokens + n)
+            assert seq.block_table == table and bm.num_free_blocks == free
+
+    for _ in range(20_000):
+        if not sched.has_unfinished():
+            break
+        batch = sched.schedule()
+        check(batch)
+        sched.update(batch, [fake_token(s) if smp else None for s, smp in zip(batch.seqs, batch.samples)])
+        if manager is PrefixCachingBlockManager:
+            state = (dict(bm._index), dict(bm._cached))
+            for seq in sched.running:
+                bm.cache_blocks(seq.block_table, seq.token_ids, seq.num_computed_tokens)
+            assert (dict(bm._index), dict(bm._cached)) == state
+    assert not sched.has_unfinished() and bm.num_free_blocks == bm.num_blocks
