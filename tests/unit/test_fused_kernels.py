@@ -1,0 +1,159 @@
+"""Fused Triton kernels equal chapter 01's torch layers (Triton's CPU interpreter), and fuse_model keeps the weights.
+
+Triton chooses interpreter or compiler once, at its first import, so the kernel tests run in a child
+pytest process started with TRITON_INTERPRET=1; the variable never reaches this process or other tests.
+"""
+import importlib.util
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+from nanoserve.model.layers import RMSNorm, RotaryEmbedding, SiluAndMul
+
+INTERPRETED = os.environ.get("TRITON_INTERPRET") == "1"
+HAVE_TRITON = importlib.util.find_spec("triton") is not None
+interpreted = pytest.mark.skipif(not (INTERPRETED and HAVE_TRITON),
+                                 reason="runs inside test_kernels_under_triton_interpreter's child process")
+
+
+def test_kernels_under_triton_interpreter():
+    if not HAVE_TRITON:
+        pytest.skip("triton is not installed")
+    if INTERPRETED:
+        pytest.skip("this is the child process")
+    env = {**os.environ, "TRITON_INTERPRET": "1"}
+    child = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
+                            "-k", "interp_"], env=env, capture_output=True, text=True, timeout=300)
+    assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
+    assert " passed" in child.stdout and "skipped" not in child.stdout.split("\n")[-2], child.stdout[-2000:]
+
+
+@pytest.fixture
+def fused():
+    from nanoserve.kernels import fused
+
+    with fused.triton_interpreter():
+        yield fused
+
+
+def _norm(width: int) -> RMSNorm:
+    norm = RMSNorm(width)
+    with torch.no_grad():
+        norm.weight.uniform_(0.5, 1.5)
+    return norm
+
+
+@interpreted
+@pytest.mark.parametrize("tokens, width", [(1, 64), (37, 100), (5, 48)])
+def test_interp_rms_norm(fused, tokens, width):
+    torch.manual_seed(tokens)
+    norm, x, residual = _norm(width), torch.randn(tokens, width), torch.randn(tokens, width)
+    x_before, residual_before = x.clone(), residual.clone()
+    torch.testing.assert_close(fused.rms_norm(x, norm.weight, norm.eps), norm(x))
+    normed, new_residual = fused.rms_norm(x, norm.weight, norm.eps, residual)
+    want_normed, want_residual = norm(x, residual)
+    torch.testing.assert_close(normed, want_normed)
+    torch.testing.assert_close(new_residual, want_residual)
+    assert torch.equal(x, x_before) and torch.equal(residual, residual_before)  # fresh outputs, inputs kept
+
+
+@interpreted
+@pytest.mark.parametrize("tokens", [1, 37])
+def test_interp_per_head_norm_on_strided_qkv(fused, tokens):
+    torch.manual_seed(0)
+    heads, kv_heads, dim = 6, 2, 24
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim)
+    q = qkv[:, :heads * dim].view(tokens, heads, dim)
+    k = qkv[:, heads * dim:(heads + kv_heads) * dim].view(tokens, kv_heads, dim)
+    norm = _norm(dim)
+    torch.testing.assert_close(fused.rms_norm(q, norm.weight, norm.eps), norm(q))
+    torch.testing.assert_close(fused.rms_norm(k, norm.weight, norm.eps), norm(k))
+
+
+@interpreted
+@pytest.mark.parametrize("tokens, heads, kv_heads, dim", [(1, 4, 2, 16), (37, 6, 2, 24), (5, 3, 3, 10)])
+def test_interp_rotary(fused, tokens, heads, kv_heads, dim):
+    torch.manual_seed(1)
+    rope = RotaryEmbedding(dim, 256, 10000.0)
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim)
+    q = qkv[:, :heads * dim].view(tokens, heads, dim)
+    k = qkv[:, heads * dim:(heads + kv_heads) * dim].view(tokens, kv_heads, dim)
+    positions = torch.randint(0, 256, (tokens,))
+    q_before, k_before = q.clone(), k.clone()
+    got_q, got_k = fused.rotary(positions, q, k, rope.cos, rope.sin)
+    want_q, want_k = rope(positions, q, k)
+    torch.testing.assert_close(got_q, want_q)
+    torch.testing.assert_close(got_k, want_k)
+    assert torch.equal(q, q_before) and torch.equal(k, k_before)
+
+
+@interpreted
+@pytest.mark.parametrize("tokens, width, block", [(1, 64, 1024), (37, 90, 32), (4, 300, 128)])
+def test_interp_silu_and_mul(fused, tokens, width, block):
+    torch.manual_seed(2)
+    x = torch.randn(tokens, 2 * width)
+    torch.testing.assert_close(fused.silu_and_mul(x, block=block), SiluAndMul()(x))
+
+
+@interpreted
+def test_interp_empty_batch(fused):
+    norm = _norm(8)
+    assert fused.rms_norm(torch.empty(0, 8), norm.weight, norm.eps).shape == (0, 8)
+    assert fused.silu_and_mul(torch.empty(0, 8)).shape == (0, 4)
+
+
+def test_bad_shapes_raise():
+    from nanoserve.kernels.fused import rms_norm, rotary, silu_and_mul
+
+    with pytest.raises(ValueError, match="weight"):
+        rms_norm(torch.randn(2, 8), torch.ones(7), 1e-6)
+    with pytest.raises(ValueError, match="residual"):
+        rms_norm(torch.randn(2, 8), torch.ones(8), 1e-6, torch.randn(3, 8))
+    with pytest.raises(ValueError, match="even"):
+        silu_and_mul(torch.randn(2, 7))
+    rope = RotaryEmbedding(8, 16, 10000.0)
+    with pytest.raises(ValueError, match="q \\[T, Hq, D\\]"):
+        rotary(torch.arange(2), torch.randn(2, 2, 8), torch.randn(3, 1, 8), rope.cos, rope.sin)
+
+
+def _tiny_model():
+    from nanoserve.model.qwen3 import Qwen3ForCausalLM
+    from nanoserve.model.tiny import tiny_qwen3_config
+
+    torch.manual_seed(0)
+    model = Qwen3ForCausalLM(tiny_qwen3_config(hidden_size=48, head_dim=12))
+    with torch.no_grad():
+        for param in model.parameters():
+            param.normal_(0.0, 0.1)
+    return model.eval()
+
+
+def test_fuse_model_swaps_classes_and_keeps_cpu_logits():
+    from nanoserve.kernels.fused import FusedRMSNorm, FusedRotaryEmbedding, FusedSiluAndMul, fuse_model
+
+    model = _tiny_model()
+    ids, positions = torch.randint(0, model.config.vocab_size, (11,)), torch.arange(11)
+    state = {name: t.clone() for name, t in model.state_dict().items()}
+    with torch.no_grad():
+        before = model.compute_logits(model(ids, positions))
+        layers = model.config.num_hidden_layers
+        assert fuse_model(model) == layers * 5 + 2  # 4 norms + SiLU-mul per layer, final norm, shared rotary
+        after = model.compute_logits(model(ids, positions))
+    assert torch.equal(before, after)
+    assert state.keys() == model.state_dict().keys()
+    assert all(torch.equal(state[n], t) for n, t in model.state_dict().items())
+    layer = model.model.layers[0]
+    assert type(layer.input_layernorm) is FusedRMSNorm and type(layer.self_attn.k_norm) is FusedRMSNorm
+    assert type(layer.self_attn.rotary) is FusedRotaryEmbedding and type(layer.mlp.act) is FusedSiluAndMul
+    assert layer.input_layernorm.weight.weight_loader is not None  # loaders survive the swap
+    assert fuse_model(model) == 0
+
+
+def test_fused_kernels_available_is_false_without_cuda():
+    from nanoserve.kernels.fused import fused_kernels_available
+
+    if not torch.cuda.is_available():
+        assert fused_kernels_available() is False
