@@ -199,7 +199,7 @@ def _defined_names(src: str) -> set:
 
 def _used_names(src: str) -> set:
     tree = _parse(src)
-    defined = _defined_names(src)
+    defined = _defined_names(src) | {a.arg for a in ast.walk(tree) if isinstance(a, ast.arg)}  # parameters are local
     return {n.id for n in ast.walk(tree) if isinstance(n, ast.Name) and isinstance(n.ctx, ast.Load)} - defined
 
 
