@@ -1,7 +1,9 @@
 """Host cost of one scheduler step without a model: 256 sequences, ~500-token prompts, ~200 decodes.
 
-Usage: python benchmarks/sched_bench.py [--profile]
+Usage: python benchmarks/sched_bench.py [--profile] [--engine]
 Prints µs per step (schedule + update, fake sampler) for both block managers and two block sizes.
+--engine: also LLM.generate at batch 256 on a tiny checkpoint with the model forward stubbed out
+(greedy, prefix caching on), reporting host µs per step and the part spent in schedule / update.
 """
 import cProfile
 import pstats
@@ -44,6 +46,50 @@ def drive(sched):
     return steps, total, decode_steps, decode
 
 
+def engine_run(block_size):
+    """Host µs per step of LLM.generate (256 requests, model stubbed) and of schedule / update inside it."""
+    import tempfile
+
+    import torch
+
+    from nanoserve.llm import LLM
+    from nanoserve.model.tiny import make_tiny_checkpoint
+    from nanoserve.sampling import SamplingParams
+
+    torch.set_num_threads(1)
+    with tempfile.TemporaryDirectory() as tmp:
+        llm = LLM(str(make_tiny_checkpoint(tmp, seed=0)), skip_tokenizer_init=True, device="cpu",
+                  max_model_len=2048, num_kv_blocks=256 * 2048 // block_size + 8, block_size=block_size,
+                  max_num_batched_tokens=16384)
+    engine = llm.engine
+    hidden = engine.executor.model.config.hidden_size
+    engine.executor.forward = lambda ids, pos, attn: torch.zeros(ids.shape[0], hidden)
+    rng = random.Random(0)
+    prompts = [{"prompt_token_ids": [rng.randrange(500) for _ in range(rng.randint(100, 1024))]} for _ in range(256)]
+    params = [SamplingParams(max_tokens=rng.randint(100, 300), temperature=0.0, ignore_eos=True) for _ in range(256)]
+    llm.generate(prompts[:2], params[:2], use_tqdm=False)  # warm-up
+    sched, spent, steps = engine.scheduler, {"schedule": 0.0, "update": 0.0}, [0]
+
+    def timed(name):
+        method = getattr(sched, name)
+
+        def run(*args):
+            t0 = time.perf_counter()
+            result = method(*args)
+            spent[name] += time.perf_counter() - t0
+            steps[0] += name == "schedule"
+            return result
+        return run
+
+    sched.schedule, sched.update = timed("schedule"), timed("update")
+    t0 = time.perf_counter()
+    llm.generate(prompts, params, use_tqdm=False)
+    wall = time.perf_counter() - t0
+    n = steps[0]
+    print(f"LLM.generate, model stubbed, block_size {block_size:3d}: {n} steps, {1e6 * wall / n:6.0f} us/step host; "
+          f"schedule {1e6 * spent['schedule'] / n:4.0f}, update {1e6 * spent['update'] / n:4.0f} us/step")
+
+
 def main():
     profile = "--profile" in sys.argv
     for cls in (BlockManager, PrefixCachingBlockManager):
@@ -57,6 +103,9 @@ def main():
                 prof = cProfile.Profile()
                 prof.runcall(drive, sched)
                 pstats.Stats(prof).sort_stats("tottime").print_stats(12)
+    if "--engine" in sys.argv:
+        for bs in (256, 16):
+            engine_run(bs)
 
 
 if __name__ == "__main__":

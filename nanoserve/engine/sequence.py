@@ -23,6 +23,8 @@ def _check_token_ids(token_ids) -> list:
     ids = list(token_ids)
     if not ids:
         raise ValueError("prompt_token_ids must not be empty")
+    if set(map(type, ids)) == {int} and min(ids) >= 0:
+        return ids  # the common case, checked at C speed; the loop below finds the culprit otherwise
     for t in ids:
         if isinstance(t, bool) or not isinstance(t, int):
             raise TypeError(f"prompt_token_ids must hold ints, got {t!r} ({type(t).__name__})")
