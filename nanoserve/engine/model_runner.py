@@ -142,15 +142,20 @@ class ModelRunner:
             return self.config.cpu_kv_blocks(self.kv_block_bytes)
         torch.cuda.synchronize(self.device)
         torch.cuda.empty_cache()
+        before = torch.cuda.memory_allocated(self.device)
         torch.cuda.reset_peak_memory_stats(self.device)
         self.warm_up()
         torch.cuda.synchronize(self.device)
-        peak = torch.cuda.max_memory_allocated(self.device)
+        activations = torch.cuda.max_memory_allocated(self.device) - before
+        torch.cuda.empty_cache()
         free, total = torch.cuda.mem_get_info(self.device)
         others = total - free - torch.cuda.memory_reserved(self.device)  # CUDA context, other processes
-        budget = total * self.config.gpu_memory_utilization - others - peak
+        weights = sum(t.numel() * t.element_size() for t in (*self.model.parameters(), *self.model.buffers()))
+        peak = weights + activations
+        # gpu_memory_utilization is this engine's share of the card, as in vLLM: another engine in the
+        # same process is not charged to it, but the cache never takes more than is free right now
+        budget = min(total * self.config.gpu_memory_utilization - others - peak, free - activations)
         blocks = int(budget // self.kv_block_bytes)
-        torch.cuda.empty_cache()
         logger.info("memory profile: peak %.2f GiB (weights + activations of %d tokens), other %.2f GiB, "
                     "total %.2f GiB x %.2f -> %d KV blocks", peak / 2**30, self.config.max_num_batched_tokens,
                     others / 2**30, total / 2**30, self.config.gpu_memory_utilization, blocks)
