@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['ENGINES', 'SHARED_OPTIONS', 'ENGINE_CLASSES', 'has_tokenizer_files', 'nvidia_smi', 'device_memory_used_bytes',
-           'BenchEngine', 'NanoserveEngine', 'VllmEngine', 'TransformersEngine', 'make_engine']
+           'BenchEngine', 'OfflineApiEngine', 'NanoserveEngine', 'VllmEngine', 'TransformersEngine', 'make_engine']
 
 # %% ../chapters/10_benchmark.ipynb #c023
 """Engine adapters for the benchmark: nanoserve, vLLM and a transformers static-batch baseline (chapter 10)."""
@@ -122,7 +122,26 @@ class BenchEngine:
         self.llm = None
 
 
-class NanoserveEngine(BenchEngine):
+class OfflineApiEngine(BenchEngine):
+    """An engine with vLLM's offline API: `generate(prompt dicts, SamplingParams list)`."""
+
+    def sampling_params(self, **kwargs):
+        """The engine's own SamplingParams built from vLLM-style keyword arguments."""
+        raise NotImplementedError
+
+    def prepare(self, requests, temperature):
+        prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
+        params = [self.sampling_params(temperature=temperature, max_tokens=r.max_tokens, ignore_eos=True)
+                  for r in requests]
+        return prompts, params
+
+    def run(self, prepared):
+        prompts, params = prepared
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        return [len(o.outputs[0].token_ids) for o in outputs]
+
+
+class NanoserveEngine(OfflineApiEngine):
     """nanoserve's offline `LLM`."""
 
     name = "nanoserve"
@@ -135,18 +154,10 @@ class NanoserveEngine(BenchEngine):
 
         self.llm = LLM(self.model, **self.options)
 
-    def prepare(self, requests, temperature):
+    def sampling_params(self, **kwargs):
         from nanoserve import SamplingParams
 
-        prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-        params = [SamplingParams(temperature=temperature, max_tokens=r.max_tokens, ignore_eos=True)
-                  for r in requests]
-        return prompts, params
-
-    def run(self, prepared):
-        prompts, params = prepared
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [len(o.outputs[0].token_ids) for o in outputs]
+        return SamplingParams(**kwargs)
 
     def reset_prefix_cache(self):
         if super().reset_prefix_cache():
@@ -162,7 +173,7 @@ class NanoserveEngine(BenchEngine):
         return None
 
 
-class VllmEngine(BenchEngine):
+class VllmEngine(OfflineApiEngine):
     """vLLM's offline `LLM`; its model runs in a separate engine-core process."""
 
     name = "vllm"
@@ -176,19 +187,11 @@ class VllmEngine(BenchEngine):
 
         self.llm = vllm.LLM(model=self.model, **self.options)
 
-    def prepare(self, requests, temperature):
+    def sampling_params(self, **kwargs):
         import vllm
 
         extra = {"detokenize": False} if self.options.get("skip_tokenizer_init") else {}
-        prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-        params = [vllm.SamplingParams(temperature=temperature, max_tokens=r.max_tokens, ignore_eos=True, **extra)
-                  for r in requests]
-        return prompts, params
-
-    def run(self, prepared):
-        prompts, params = prepared
-        outputs = self.llm.generate(prompts, params, use_tqdm=False)
-        return [len(o.outputs[0].token_ids) for o in outputs]
+        return vllm.SamplingParams(**kwargs, **extra)
 
     def memory(self):
         out = super().memory()

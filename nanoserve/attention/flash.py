@@ -6,6 +6,7 @@ __all__ = ['store_kv_triton', 'flash_attn_available', 'FlashAttentionBackend']
 # %% ../../chapters/07_flash_attention.ipynb #c018
 """FlashAttention backend (flash-attn kernels over the paged cache) and a Triton KV-store kernel."""
 import functools
+import importlib.util
 
 import torch
 
@@ -61,14 +62,8 @@ def store_kv_triton(k, v, k_cache, v_cache, slot_mapping):
 
 
 def flash_attn_available():
-    """True when CUDA is present and flash-attn imports (the engine then picks the flash backend)."""
-    if not torch.cuda.is_available():
-        return False
-    try:
-        import flash_attn  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """True when CUDA is present and flash-attn is installed (the engine then picks the flash backend)."""
+    return torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None
 
 
 @functools.cache

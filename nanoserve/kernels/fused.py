@@ -8,6 +8,7 @@ __all__ = ['fused_kernels_available', 'triton_interpreter', 'rms_norm', 'rotary'
 """Fused Triton kernels for the Qwen3 forward (residual-add + RMSNorm, rotary, SiLU-and-mul) and the module swap."""
 import contextlib
 import functools
+import importlib.util
 import os
 import sys
 
@@ -17,14 +18,8 @@ from ..model.layers import RMSNorm, RotaryEmbedding, SiluAndMul
 
 
 def fused_kernels_available() -> bool:
-    """True when CUDA is present and Triton imports (the engine may then call `fuse_model`)."""
-    if not torch.cuda.is_available():
-        return False
-    try:
-        import triton  # noqa: F401
-    except ImportError:
-        return False
-    return True
+    """True when CUDA is present and Triton is installed (the engine may then call `fuse_model`)."""
+    return torch.cuda.is_available() and importlib.util.find_spec("triton") is not None
 
 
 @contextlib.contextmanager

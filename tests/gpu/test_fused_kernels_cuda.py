@@ -12,6 +12,23 @@ QWEN3_06B = dict(hidden_size=1024, intermediate_size=3072, num_hidden_layers=2, 
                  rope_theta=1000000.0)
 
 
+def random_bf16_model(shape: dict):
+    """A bf16 Qwen3 on CUDA with the given config overrides, matrices N(0, 0.02) and norm gains near 1."""
+    from nanoserve.model.qwen3 import Qwen3ForCausalLM
+    from nanoserve.model.tiny import tiny_qwen3_config
+
+    torch.manual_seed(0)
+    with torch.device("cuda"):
+        model = Qwen3ForCausalLM(tiny_qwen3_config(**shape)).to(torch.bfloat16)
+    with torch.no_grad():
+        for param in model.parameters():
+            if param.dim() == 2:
+                param.normal_(0.0, 0.02)
+            else:
+                param.uniform_(0.8, 1.2)
+    return model
+
+
 @pytest.fixture(scope="module")
 def fused():
     pytest.importorskip("triton")
@@ -75,18 +92,7 @@ def test_silu_and_mul(fused, dtype, tokens, width):
 
 
 def test_fused_model_matches_unfused(fused):
-    from nanoserve.model.qwen3 import Qwen3ForCausalLM
-    from nanoserve.model.tiny import tiny_qwen3_config
-
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = Qwen3ForCausalLM(tiny_qwen3_config(**QWEN3_06B)).to(torch.bfloat16)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0.0, 0.02)
-            else:
-                param.uniform_(0.8, 1.2)
+    model = random_bf16_model(QWEN3_06B)
     model.eval()
     ids = torch.randint(0, 151936, (200,), device="cuda")
     positions = torch.cat([torch.arange(150), torch.arange(1000, 1050)]).to("cuda")
@@ -102,18 +108,7 @@ def test_fused_model_matches_unfused(fused):
 
 
 def test_fused_model_under_cuda_graph(fused):
-    from nanoserve.model.qwen3 import Qwen3ForCausalLM
-    from nanoserve.model.tiny import tiny_qwen3_config
-
-    torch.manual_seed(0)
-    with torch.device("cuda"):
-        model = Qwen3ForCausalLM(tiny_qwen3_config(**{**QWEN3_06B, "vocab_size": 512})).to(torch.bfloat16)
-    with torch.no_grad():
-        for param in model.parameters():
-            if param.dim() == 2:
-                param.normal_(0.0, 0.02)
-            else:
-                param.uniform_(0.8, 1.2)
+    model = random_bf16_model({**QWEN3_06B, "vocab_size": 512})
     fused.fuse_model(model)
     ids, positions = torch.randint(0, 512, (8,), device="cuda"), torch.arange(8, device="cuda")
     with torch.no_grad():
