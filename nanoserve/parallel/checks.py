@@ -117,6 +117,12 @@ def raise_on(ctx, rank: int) -> None:
     _tiny_sync(ctx)
 
 
+def stall_on(ctx, rank: int, seconds: float) -> None:
+    """Make one rank sit still for `seconds` (a stand-in for a hung collective, for hang-dump tests)."""
+    if ctx.group.rank == rank:
+        time.sleep(seconds)
+
+
 
 def sharded_logits(ctx, model_path, token_ids: list) -> torch.Tensor | None:
     """Logits of one sequence from a Qwen3 model whose every rank loads only its shard (rank 0 gets them)."""
@@ -128,4 +134,4 @@ def sharded_logits(ctx, model_path, token_ids: list) -> torch.Tensor | None:
         return model.compute_logits(model(ids, torch.arange(len(ids))))
 
 # %% auto #0
-__all__ = ['layer_parity', 'shm_step', 'broadcast_steps', 'time_shm_steps', 'crash', 'raise_on', 'sharded_logits']
+__all__ = ['layer_parity', 'shm_step', 'broadcast_steps', 'time_shm_steps', 'crash', 'raise_on', 'stall_on', 'sharded_logits']

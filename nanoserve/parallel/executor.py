@@ -4,11 +4,9 @@
 """TensorParallelExecutor: the engine's runner when tensor_parallel_size > 1 (rank 0 here, workers spawned)."""
 from __future__ import annotations
 
-import importlib
-import importlib.util
-
 import torch
 
+from ..engine.cuda_graph import CudaGraphModelRunner, DecodeGraphs, decode_buckets
 from ..engine.model_runner import ModelRunner, StepInputs
 from .layers import ShardedLayers
 from .workers import RankPool, check_tp_size
@@ -22,11 +20,29 @@ def check_model_splits(model_config, tp: int) -> None:
             raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
 
 
+class ShardedGraphRunner(CudaGraphModelRunner):
+    """A rank's CUDA-graph runner: its graphs hold the decode forward only, never the sampling.
+
+    Chapter 08's sampling graphs run the LM head and sample. Under tensor parallelism the LM head
+    gathers logits to rank 0 alone (the others get None), and the engine samples on rank 0 eagerly,
+    so sampling graphs would fail on every other rank mid-capture and leave rank 0 waiting forever
+    inside a gather that never completes."""
+
+    def init_kv_cache(self, num_blocks: int) -> None:
+        ModelRunner.init_kv_cache(self, num_blocks)
+        self.graphs = None
+        if (self.device.type == "cuda" and not self.config.enforce_eager
+                and getattr(self.backend, "supports_cuda_graphs", False)):
+            # every rank captures the same buckets in the same order, so their all-reduces pair up
+            self.graphs = DecodeGraphs(self.model, self.kv_caches, self.backend,
+                                       decode_buckets(self.config.max_num_seqs), self.config.max_model_len,
+                                       self.block_size, self.device, sample=False)
+
+
 def _runner_class(config):
-    """CUDA-graph runner (chapter 08) on CUDA unless enforce_eager, else the plain ModelRunner."""
-    if config.device.type == "cuda" and not config.enforce_eager \
-            and importlib.util.find_spec("nanoserve.engine.cuda_graph") is not None:
-        return getattr(importlib.import_module("nanoserve.engine.cuda_graph"), "CudaGraphModelRunner", ModelRunner)
+    """The forward-only CUDA-graph runner on CUDA unless enforce_eager, else the plain ModelRunner."""
+    if config.device.type == "cuda" and not config.enforce_eager:
+        return ShardedGraphRunner
     return ModelRunner
 
 
@@ -117,4 +133,4 @@ class TensorParallelExecutor:
     close = shutdown
 
 # %% auto #0
-__all__ = ['check_model_splits', 'TensorParallelExecutor']
+__all__ = ['check_model_splits', 'ShardedGraphRunner', 'TensorParallelExecutor']

@@ -8,6 +8,7 @@ import multiprocessing as mp
 import os
 import queue
 import sys
+import threading
 import time
 import traceback
 import weakref
@@ -42,8 +43,23 @@ def check_tp_size(size, backend: str = "gloo") -> None:
             raise ValueError(f"tensor_parallel_size={size} needs {size} CUDA devices, but {n} are visible")
 
 
+HANG_DUMP_ENV = "NANOSERVE_TP_HANG_DUMP_S"  # seconds; when set, a worker call that runs longer dumps its stacks
+
+
+def _hang_dump_seconds() -> float | None:
+    """The per-call hang-dump timeout from the environment, or None when unset (or not a positive number)."""
+    try:
+        seconds = float(os.environ.get(HANG_DUMP_ENV, ""))
+    except ValueError:
+        return None
+    return seconds if seconds > 0 else None
+
+
 def _worker_main(rank, size, port, backend, prefix, shm_name, event, replies, timeout_s):
     """A worker's whole life: join the group, then run each function rank 0 sends until told to stop."""
+    import faulthandler
+
+    hang_s = _hang_dump_seconds()
     try:
         receiver = ShmReceiver(shm_name, event)
         replies.put((rank, "hello", None))
@@ -58,18 +74,25 @@ def _worker_main(rank, size, port, backend, prefix, shm_name, event, replies, ti
             if message == _STOP:
                 break
             fn, args, ack = message
+            if hang_s:  # a stuck collective never returns: dump every thread's stack and exit instead
+                faulthandler.dump_traceback_later(hang_s, exit=True, file=sys.stderr)
             fn(ctx, *args)
+            if hang_s:
+                faulthandler.cancel_dump_traceback_later()
             if ack:
                 replies.put((rank, "done", None))
         receiver.close()
     except BaseException:
-        replies.put((rank, "error", traceback.format_exc()))
+        report = traceback.format_exc()
+        # also on stderr: under NCCL rank 0 may be blocked inside a GPU wait and never read `replies`
+        print(f"nanoserve tensor-parallel worker rank {rank} failed:\n{report}", file=sys.stderr, flush=True)
+        replies.put((rank, "error", report))
         replies.close()
         replies.join_thread()
         os._exit(1)  # skip interpreter teardown: a half-broken process group may abort in its destructor
 
 # %% auto #0
-__all__ = ['RankContext', 'check_tp_size', 'RankPool']
+__all__ = ['HANG_DUMP_ENV', 'RankContext', 'check_tp_size', 'RankPool']
 
 # %% ../../chapters/09_tensor_parallel.ipynb #c021
 @dataclass
@@ -81,10 +104,29 @@ class _Resources:
     replies: object
     ctx: RankContext | None = None
     failed: bool = False
+    closing: threading.Event = field(default_factory=threading.Event)
+
+
+def _watch_workers(res: _Resources, poll_s: float = 0.5) -> None:
+    """NCCL only: a dead worker leaves rank 0 waiting on the GPU, where no Python error can reach it; abort the group."""
+    while not res.closing.wait(poll_s):
+        dead = [(r, p.exitcode) for r, p in enumerate(res.procs, start=1) if p.exitcode is not None]
+        if dead:
+            print(f"nanoserve tensor-parallel: worker(s) {dead} (rank, exit code) died; aborting the NCCL "
+                  "group so rank 0 stops waiting for them", file=sys.stderr, flush=True)
+            res.failed = True
+            ctx = res.ctx
+            if ctx is not None:
+                try:
+                    ctx.group.process_group.abort()
+                except Exception:
+                    pass
+            return
 
 
 def _release(res: _Resources, join_s: float = 5.0) -> None:
     """Stop the workers (politely, then by force), drop the process group, free the shared memory."""
+    res.closing.set()  # workers about to exit on purpose are not a failure
     if any(p.is_alive() for p in res.procs):
         try:
             res.sender.send(_STOP)
@@ -139,6 +181,9 @@ class RankPool:
             self._await("hello")
             self._res.ctx = RankContext(connect_group(0, size, self.port, backend, prefix=prefix,
                                                       timeout_s=timeout_s, store=store))
+            if backend == "nccl":  # gloo collectives raise when a peer dies; NCCL ones just wait on the GPU
+                threading.Thread(target=_watch_workers, args=(self._res,), daemon=True,
+                                 name="nanoserve-tp-watch").start()
         except BaseException:
             self.close()
             raise

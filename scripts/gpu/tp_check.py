@@ -1,11 +1,16 @@
 """Tensor parallelism on two GPUs: TP=2 agrees with TP=1, and its throughput and per-GPU memory.
 
 Run on a machine with 2 CUDA GPUs, from the repository root:
-    python scripts/gpu/tp_check.py [--config .gpu/config.json] [--requests 64]
+    python scripts/gpu/tp_check.py [--config .gpu/config.json] [--requests 64] [--stage all|agreement]
 Builds a random-weight checkpoint with the exact Qwen3-0.6B shapes (weights are random, so only
 shapes, speed and agreement matter), prints a short table and writes tp_check.json to $OUT (or .).
+
+Every stage prints a flushed progress line before and after it. A stage that runs longer than
+--stage-timeout seconds dumps every thread's stack to stderr and exits (faulthandler) instead of
+hanging silently; the tensor-parallel workers get the same per call through NANOSERVE_TP_HANG_DUMP_S.
 """
 import argparse
+import faulthandler
 import json
 import os
 import random
@@ -21,7 +26,38 @@ import torch  # noqa: E402
 
 from nanoserve.engine.engine import LLMEngine  # noqa: E402
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config  # noqa: E402
+from nanoserve.parallel.workers import HANG_DUMP_ENV  # noqa: E402
 from nanoserve.sampling import SamplingParams  # noqa: E402
+
+T0 = time.perf_counter()
+
+
+class Stage:
+    """A progress line (flushed) before and after a block, and a faulthandler dump + exit if it hangs."""
+
+    timeout_s = 90.0
+
+    def __init__(self, name: str):
+        self.name = name
+
+    def __enter__(self):
+        print(f"[{time.perf_counter() - T0:7.1f}s] start: {self.name}", flush=True)
+        faulthandler.dump_traceback_later(self.timeout_s, exit=True, file=sys.stderr)
+        self.start = time.perf_counter()
+        return self
+
+    def __exit__(self, exc_type, *_):
+        faulthandler.cancel_dump_traceback_later()
+        status = "done" if exc_type is None else f"FAILED ({exc_type.__name__})"
+        print(f"[{time.perf_counter() - T0:7.1f}s] {status}: {self.name} "
+              f"({time.perf_counter() - self.start:.1f}s)", flush=True)
+        return False
+
+
+def make_engine(bf16, tp: int, label: str, **kwargs) -> LLMEngine:
+    """An engine, built inside a Stage (loading, workers, profiling, graph capture all happen here)."""
+    with Stage(f"{label}: start engine tp={tp} (load, workers, KV profiling, CUDA-graph capture) {kwargs}"):
+        return LLMEngine.from_args(str(bf16), tensor_parallel_size=tp, skip_tokenizer_init=True, **kwargs)
 
 
 def gpu_memory_used_mib() -> list:
@@ -57,7 +93,14 @@ def main() -> int:
     ap.add_argument("--max-tokens", type=int, default=256)
     ap.add_argument("--check-prompts", type=int, default=4)
     ap.add_argument("--check-tokens", type=int, default=32)
+    ap.add_argument("--stage", choices=("all", "agreement"), default="all",
+                    help="agreement: only the float32 TP=1 vs TP=2 check (eager, torch attention)")
+    ap.add_argument("--stage-timeout", type=float, default=90.0,
+                    help="seconds one stage (or one worker call) may run before stacks are dumped and it exits")
     a = ap.parse_args()
+    Stage.timeout_s = a.stage_timeout
+    os.environ[HANG_DUMP_ENV] = str(a.stage_timeout)  # spawned workers inherit it and arm their own dumps
+    faulthandler.enable(file=sys.stderr, all_threads=True)  # fatal signals dump stacks too
     if torch.cuda.device_count() < 2:
         print("needs 2 CUDA GPUs")
         return 2
@@ -71,31 +114,39 @@ def main() -> int:
               "workload": dict(requests=a.requests, prompt_len=a.prompt_len, max_tokens=a.max_tokens,
                                temperature=0, ignore_eos=True), "runs": {}}
     with tempfile.TemporaryDirectory() as tmp:
-        bf16 = make_checkpoint_from_config(config, Path(tmp) / "bf16", dtype=torch.bfloat16, with_tokenizer=False)
+        with Stage("build random-weight checkpoint"):
+            bf16 = make_checkpoint_from_config(config, Path(tmp) / "bf16", dtype=torch.bfloat16,
+                                               with_tokenizer=False)
         # agreement: float32 + torch attention, eager, so TP=1 and TP=2 differ only in summation order
         check = {}
         for tp in (1, 2):
-            engine = LLMEngine.from_args(str(bf16), tensor_parallel_size=tp, skip_tokenizer_init=True,
-                                         dtype="float32", attention_backend="torch", enforce_eager=True,
-                                         max_model_len=1024, num_kv_blocks=256, enable_prefix_caching=False)
-            check[tp], _, _ = run(engine, check_prompts,
-                                  SamplingParams(temperature=0, max_tokens=a.check_tokens, ignore_eos=True))
-            engine.shutdown()
-            del engine
+            engine = make_engine(bf16, tp, "agreement", dtype="float32", attention_backend="torch",
+                                 enforce_eager=True, max_model_len=1024, num_kv_blocks=256,
+                                 enable_prefix_caching=False)
+            with Stage(f"agreement: generate tp={tp} ({len(check_prompts)} prompts x {a.check_tokens} tokens)"):
+                check[tp], _, _ = run(engine, check_prompts,
+                                      SamplingParams(temperature=0, max_tokens=a.check_tokens, ignore_eos=True))
+            with Stage(f"agreement: shutdown tp={tp}"):
+                engine.shutdown()
+                del engine
         same = sum(x == y for p1, p2 in zip(check[1], check[2]) for x, y in zip(p1, p2))
         total = sum(len(p) for p in check[1])
         first_div = [next((i for i, (x, y) in enumerate(zip(p1, p2)) if x != y), None)
                      for p1, p2 in zip(check[1], check[2])]
         result["agreement_fp32"] = dict(equal_tokens=same, tokens=total, identical=check[1] == check[2],
                                         first_divergence=first_div)
+        ag = result["agreement_fp32"]
+        print(f"agreement (float32, greedy): {ag['equal_tokens']}/{ag['tokens']} tokens equal, "
+              f"identical={ag['identical']}, first divergence per prompt={ag['first_divergence']}", flush=True)
         # throughput and memory: the engine's defaults on GPU (bf16, flash-attn when present, CUDA graphs)
-        for tp in (1, 2):
+        for tp in (1, 2) if a.stage == "all" else ():
             torch.cuda.empty_cache()
-            engine = LLMEngine.from_args(str(bf16), tensor_parallel_size=tp, skip_tokenizer_init=True,
-                                         max_model_len=2048, gpu_memory_utilization=0.85)
+            engine = make_engine(bf16, tp, "throughput", max_model_len=2048, gpu_memory_utilization=0.85)
             params = SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=True)
-            run(engine, bench_prompts[:4], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))  # warm-up
-            _, n_out, seconds = run(engine, bench_prompts, params)
+            with Stage(f"throughput: warm-up generate tp={tp}"):
+                run(engine, bench_prompts[:4], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))
+            with Stage(f"throughput: generate tp={tp} ({a.requests} x {a.prompt_len}+{a.max_tokens} tokens)"):
+                _, n_out, seconds = run(engine, bench_prompts, params)
             weights = sum(p.numel() * p.element_size() for p in
                           {id(p): p for p in engine.executor.model.parameters()}.values())
             result["runs"][f"tp{tp}"] = dict(
@@ -103,10 +154,13 @@ def main() -> int:
                 weight_mib_per_gpu=round(weights / 2**20, 1), num_kv_blocks=engine.num_kv_blocks,
                 block_size=engine.config.block_size, attention_backend=engine.config.attention_backend,
                 gpu_memory_used_mib=gpu_memory_used_mib()[:tp])
-            engine.shutdown()
-            del engine
-    ag = result["agreement_fp32"]
-    print(f"agreement (float32, greedy): {ag['equal_tokens']}/{ag['tokens']} tokens equal, identical={ag['identical']}")
+            with Stage(f"throughput: shutdown tp={tp}"):
+                engine.shutdown()
+                del engine
+    out_dir.mkdir(parents=True, exist_ok=True)
+    if a.stage == "agreement":
+        (out_dir / "tp_check_agreement.json").write_text(json.dumps(result, indent=2))
+        return 0
     print(f"{'run':<5} {'tok/s':>9} {'weights MiB/GPU':>16} {'KV blocks':>10} {'GPU MiB used':>18}")
     for name, r in result["runs"].items():
         print(f"{name:<5} {r['output_tok_per_s']:>9.0f} {r['weight_mib_per_gpu']:>16.0f} "
@@ -114,7 +168,6 @@ def main() -> int:
     r1, r2 = result["runs"]["tp1"], result["runs"]["tp2"]
     print(f"TP=2 / TP=1 throughput: {r2['output_tok_per_s'] / r1['output_tok_per_s']:.2f}x; "
           f"weights per GPU: {r2['weight_mib_per_gpu'] / r1['weight_mib_per_gpu']:.2f}x")
-    out_dir.mkdir(parents=True, exist_ok=True)
     (out_dir / "tp_check.json").write_text(json.dumps(result, indent=2))
     return 0
 

@@ -7,7 +7,7 @@ import textwrap
 import pytest
 
 from nanoserve.parallel import checks
-from nanoserve.parallel.workers import RankPool, check_tp_size
+from nanoserve.parallel.workers import HANG_DUMP_ENV, RankPool, check_tp_size
 
 DIMS = dict(hidden=16, head_dim=4, n_heads=4, n_kv_heads=2, inter=32, vocab=50, tokens=3)
 
@@ -83,3 +83,14 @@ def test_bad_sizes_are_rejected_before_spawning():
         check_tp_size(64, backend="nccl")
     with pytest.raises(ValueError, match="backend"):
         RankPool(2, backend="mpi")
+
+
+def test_hung_worker_call_dumps_its_stacks_and_exits(gone, monkeypatch, capfd):
+    monkeypatch.setenv(HANG_DUMP_ENV, "1")  # read by the workers when they start
+    pool = RankPool(2)
+    pids = pool.worker_pids
+    with pytest.raises(RuntimeError, match="worker rank 1 exited with code 1"):
+        pool.call(checks.stall_on, 1, 30.0, ack=True)
+    assert gone(pids, 5.0) == []
+    err = capfd.readouterr().err
+    assert "Timeout" in err and "stall_on" in err  # faulthandler's dump names the stuck function
