@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CPU_KV_CACHE_BYTES', 'parse_device', 'parse_dtype',
-           'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'EngineConfig']
+           'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig']
 
 # %% ../../chapters/06_engine.ipynb #c019
 """Everything the engine is built from, checked at the door and resolved against the model (chapter 06)."""
@@ -96,6 +96,14 @@ def kv_block_bytes(hf_config, block_size: int, dtype: torch.dtype, tensor_parall
     kv_heads = hf_config.num_key_value_heads // tensor_parallel_size
     elem = torch.empty((), dtype=dtype).element_size()
     return 2 * hf_config.num_hidden_layers * block_size * kv_heads * head_dim_of(hf_config) * elem
+
+
+def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activations: int,
+                       utilization: float) -> int:
+    """Bytes the KV cache may take: this engine's share of the card after its own weights and
+    activations (vLLM's reading of gpu_memory_utilization), never more than is free beside them."""
+    share = total * utilization - others - weights - activations
+    return int(min(share, free - activations))
 
 
 @dataclass

@@ -14,7 +14,7 @@ import numpy as np
 import torch
 
 from ..attention.batch import AttentionBatch, allocate_kv_cache
-from .config import backend_class, head_dim_of, kv_block_bytes
+from .config import backend_class, gpu_kv_cache_bytes, head_dim_of, kv_block_bytes
 from ..model.loader import load_qwen3
 
 logger = logging.getLogger(__name__)
@@ -152,9 +152,8 @@ class ModelRunner:
         others = total - free - torch.cuda.memory_reserved(self.device)  # CUDA context, other processes
         weights = sum(t.numel() * t.element_size() for t in (*self.model.parameters(), *self.model.buffers()))
         peak = weights + activations
-        # gpu_memory_utilization is this engine's share of the card, as in vLLM: another engine in the
-        # same process is not charged to it, but the cache never takes more than is free right now
-        budget = min(total * self.config.gpu_memory_utilization - others - peak, free - activations)
+        # another engine in the same process is not charged to this one's gpu_memory_utilization
+        budget = gpu_kv_cache_bytes(total, free, others, weights, activations, self.config.gpu_memory_utilization)
         blocks = int(budget // self.kv_block_bytes)
         logger.info("memory profile: peak %.2f GiB (weights + activations of %d tokens), other %.2f GiB, "
                     "total %.2f GiB x %.2f -> %d KV blocks", peak / 2**30, self.config.max_num_batched_tokens,
