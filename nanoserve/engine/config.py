@@ -8,7 +8,6 @@ __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CP
 """Everything the engine is built from, checked at the door and resolved against the model (chapter 06)."""
 import dataclasses
 import importlib
-import importlib.util
 import math
 import os
 from dataclasses import dataclass
@@ -72,9 +71,8 @@ def parse_dtype(dtype) -> torch.dtype | str:
 
 
 def flash_available() -> bool:
-    """True when the flash backend could run: CUDA, flash-attn, and nanoserve's flash module."""
-    return (torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None
-            and importlib.util.find_spec("nanoserve.attention.flash") is not None)
+    """True when the flash backend could run (chapter 07's own check: CUDA and flash-attn installed)."""
+    return importlib.import_module("nanoserve.attention.flash").flash_attn_available()
 
 
 def backend_class(name: str):
