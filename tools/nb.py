@@ -116,8 +116,8 @@ def build(draft: Path, run: bool = True) -> Path:
     for i, c in enumerate(nb.cells):  # stable ids keep the generated modules' comments stable
         c["id"] = f"c{i:03d}"
     nbformat.write(nb, str(target))
+    export_all(PACKAGE)  # before executing: the chapter's later cells import what its earlier cells export
     if run:
-        export_all(PACKAGE)  # the chapter's later cells import what its earlier cells export
         execute(target)
     return target
 
@@ -227,7 +227,6 @@ def main(argv=None) -> int:
     if a.cmd == "build":
         for p in a.drafts:
             print("built", build(p, run=not a.no_run).relative_to(ROOT))
-        export_all(PACKAGE)
         return 0
     if a.cmd == "run":
         for p in a.chapters:
