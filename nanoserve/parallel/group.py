@@ -59,11 +59,6 @@ class TPGroup:
             self.process_group.broadcast([x], opts).wait()
         return x
 
-    def barrier(self) -> None:
-        """Wait until every rank gets here."""
-        if self.size > 1:
-            self.all_reduce(torch.zeros(1, device=_group_device(self)))
-
 
 def _group_device(group: TPGroup) -> torch.device:
     """The device a group's collectives run on (cuda:rank under nccl)."""
