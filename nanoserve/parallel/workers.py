@@ -55,6 +55,18 @@ def _hang_dump_seconds() -> float | None:
     return seconds if seconds > 0 else None
 
 
+def _shutdown_group(pg, timeout_s: float = 10.0) -> bool:
+    """Finish and free a process group's communicators (NCCL warns at exit otherwise); False if it hung."""
+    shutdown = getattr(pg, "shutdown", None)
+    if shutdown is None:
+        return True
+    # NCCL's shutdown waits for the peers' shutdowns; a thread keeps a missing peer from hanging us
+    worker = threading.Thread(target=shutdown, daemon=True)
+    worker.start()
+    worker.join(timeout_s)
+    return not worker.is_alive()
+
+
 def _worker_main(rank, size, port, backend, prefix, shm_name, event, replies, timeout_s):
     """A worker's whole life: join the group, then run each function rank 0 sends until told to stop."""
     import faulthandler
@@ -72,6 +84,7 @@ def _worker_main(rank, size, port, backend, prefix, shm_name, event, replies, ti
                     break  # the caller is gone: nobody will ever send us work or a stop
                 continue
             if message == _STOP:
+                _shutdown_group(ctx.group.process_group)  # rank 0 shuts its side down at the same time
                 break
             fn, args, ack = message
             if hang_s:  # a stuck collective never returns: dump every thread's stack and exit instead
@@ -127,11 +140,15 @@ def _watch_workers(res: _Resources, poll_s: float = 0.5) -> None:
 def _release(res: _Resources, join_s: float = 5.0) -> None:
     """Stop the workers (politely, then by force), drop the process group, free the shared memory."""
     res.closing.set()  # workers about to exit on purpose are not a failure
+    stopped = False
     if any(p.is_alive() for p in res.procs):
         try:
             res.sender.send(_STOP)
+            stopped = True
         except Exception:
             pass
+    if stopped and not res.failed and res.ctx is not None:
+        _shutdown_group(res.ctx.group.process_group)  # the workers shut their sides down on _STOP
     deadline = time.monotonic() + join_s
     for p in res.procs:
         p.join(max(0.0, deadline - time.monotonic()))

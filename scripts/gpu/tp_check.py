@@ -3,7 +3,11 @@
 Run on a machine with 2 CUDA GPUs, from the repository root:
     python scripts/gpu/tp_check.py [--config .gpu/config.json] [--requests 64] [--stage all|agreement]
 Builds a random-weight checkpoint with the exact Qwen3-0.6B shapes (weights are random, so only
-shapes, speed and agreement matter), prints a short table and writes tp_check.json to $OUT (or .).
+shapes, speed and agreement matter). Agreement is checked twice: float32 + torch attention, eager,
+where TP=2 must equal TP=1 token for token; and with the GPU defaults (bf16, flash-attn, CUDA graphs),
+where bf16 rounding differs between the two, so both are checked teacher-forced against transformers
+(each token its argmax or within 2% of the logit range of it). Prints a short table and writes
+tp_check.json to $OUT (or .).
 
 Every stage prints a flushed progress line before and after it. A stage that runs longer than
 --stage-timeout seconds dumps every thread's stack to stderr and exits (faulthandler) instead of
@@ -85,6 +89,44 @@ def run(engine: LLMEngine, prompts: list, params: SamplingParams) -> tuple:
     return ids, sum(len(t) for t in ids), seconds
 
 
+def count_replays(engine: LLMEngine) -> dict:
+    """Count rank 0's CUDA-graph replays from now on (the proof that decode steps ran as graphs)."""
+    runner = getattr(engine.executor, "runner", engine.executor)  # TP executor wraps rank 0's runner
+    graphs, counter = getattr(runner, "graphs", None), {"replays": 0}
+    for name in ("replay", "replay_sampled"):
+        original = getattr(graphs, name, None)
+        if original is not None:
+            def counted(*args, _original=original, **kwargs):
+                counter["replays"] += 1
+                return _original(*args, **kwargs)
+            setattr(graphs, name, counted)
+    counter["buckets"] = sorted(graphs.graphs) if graphs is not None else []
+    return counter
+
+
+def teacher_forced(checkpoint: Path, prompts: list, generated: dict, margin: float = 0.02) -> dict:
+    """transformers (bf16, cuda:0) as the oracle: is each generated token its argmax, or within a margin of it?"""
+    import transformers
+
+    ref = transformers.AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.bfloat16).cuda().eval()
+    report = {}
+    for tp, rows in generated.items():
+        exact = within = total = 0
+        for prompt, gen in zip(prompts, rows):
+            ids = torch.tensor([prompt + gen], device="cuda")
+            with torch.no_grad():
+                logits = ref(ids, attention_mask=torch.ones_like(ids)).logits[0, len(prompt) - 1:-1].float()
+            chosen = logits.gather(1, torch.tensor(gen, device="cuda")[:, None])[:, 0]
+            best = logits.max(-1).values
+            exact += int((chosen == best).sum())
+            within += int((chosen >= best - margin * (best - logits.min(-1).values)).sum())
+            total += len(gen)
+        report[f"tp{tp}"] = dict(argmax=exact, within_margin=within, tokens=total)
+    del ref
+    torch.cuda.empty_cache()
+    return report
+
+
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--config", default=None, help="config.json of the model shape (default: Qwen3-0.6B)")
@@ -139,12 +181,15 @@ def main() -> int:
         print(f"agreement (float32, greedy): {ag['equal_tokens']}/{ag['tokens']} tokens equal, "
               f"identical={ag['identical']}, first divergence per prompt={ag['first_divergence']}", flush=True)
         # throughput and memory: the engine's defaults on GPU (bf16, flash-attn when present, CUDA graphs)
+        graph_tokens = {}
         for tp in (1, 2) if a.stage == "all" else ():
             torch.cuda.empty_cache()
             engine = make_engine(bf16, tp, "throughput", max_model_len=2048, gpu_memory_utilization=0.85)
+            replays = count_replays(engine)
             params = SamplingParams(temperature=0, max_tokens=a.max_tokens, ignore_eos=True)
-            with Stage(f"throughput: warm-up generate tp={tp}"):
-                run(engine, bench_prompts[:4], SamplingParams(temperature=0, max_tokens=8, ignore_eos=True))
+            with Stage(f"graphs: greedy check prompts tp={tp} (bf16, flash, CUDA graphs; also the warm-up)"):
+                graph_tokens[tp], _, _ = run(engine, check_prompts,
+                                             SamplingParams(temperature=0, max_tokens=a.check_tokens, ignore_eos=True))
             with Stage(f"throughput: generate tp={tp} ({a.requests} x {a.prompt_len}+{a.max_tokens} tokens)"):
                 _, n_out, seconds = run(engine, bench_prompts, params)
             weights = sum(p.numel() * p.element_size() for p in
@@ -153,18 +198,29 @@ def main() -> int:
                 output_tokens=n_out, seconds=round(seconds, 3), output_tok_per_s=round(n_out / seconds, 1),
                 weight_mib_per_gpu=round(weights / 2**20, 1), num_kv_blocks=engine.num_kv_blocks,
                 block_size=engine.config.block_size, attention_backend=engine.config.attention_backend,
+                graph_buckets=len(replays["buckets"]), graph_replays=replays["replays"],
                 gpu_memory_used_mib=gpu_memory_used_mib()[:tp])
             with Stage(f"throughput: shutdown tp={tp}"):
                 engine.shutdown()
                 del engine
+        if graph_tokens:
+            with Stage("graphs: teacher-forced check against transformers (bf16)"):
+                oracle = teacher_forced(bf16, check_prompts, graph_tokens)
+            same = sum(x == y for p1, p2 in zip(graph_tokens[1], graph_tokens[2]) for x, y in zip(p1, p2))
+            total = sum(len(p) for p in graph_tokens[1])
+            result["agreement_bf16_graphs"] = dict(equal_tokens=same, tokens=total, oracle=oracle)
+            print(f"agreement (bf16, flash, CUDA graphs, greedy): TP=2 equals TP=1 on {same}/{total} tokens; "
+                  + "; ".join(f"{k}: {v['within_margin']}/{v['tokens']} within 2% of transformers' argmax "
+                              f"({v['argmax']} exactly it)" for k, v in oracle.items()), flush=True)
     out_dir.mkdir(parents=True, exist_ok=True)
     if a.stage == "agreement":
         (out_dir / "tp_check_agreement.json").write_text(json.dumps(result, indent=2))
         return 0
-    print(f"{'run':<5} {'tok/s':>9} {'weights MiB/GPU':>16} {'KV blocks':>10} {'GPU MiB used':>18}")
+    print(f"{'run':<5} {'tok/s':>9} {'weights MiB/GPU':>16} {'KV blocks':>10} {'graph replays':>14} "
+          f"{'GPU MiB used':>18}")
     for name, r in result["runs"].items():
         print(f"{name:<5} {r['output_tok_per_s']:>9.0f} {r['weight_mib_per_gpu']:>16.0f} "
-              f"{r['num_kv_blocks']:>10} {str(r['gpu_memory_used_mib']):>18}")
+              f"{r['num_kv_blocks']:>10} {r['graph_replays']:>14} {str(r['gpu_memory_used_mib']):>18}")
     r1, r2 = result["runs"]["tp1"], result["runs"]["tp2"]
     print(f"TP=2 / TP=1 throughput: {r2['output_tok_per_s'] / r1['output_tok_per_s']:.2f}x; "
           f"weights per GPU: {r2['weight_mib_per_gpu'] / r1['weight_mib_per_gpu']:.2f}x")
