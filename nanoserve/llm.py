@@ -23,7 +23,8 @@ class LLM:
                  max_num_batched_tokens: int | None = None, block_size: int | None = None,
                  num_kv_blocks: int | None = None, gpu_memory_utilization: float = 0.9,
                  enable_prefix_caching: bool = True, enforce_eager: bool = False,
-                 tensor_parallel_size: int = 1, attention_backend: str = "auto", fused_kernels: bool = True):
+                 tensor_parallel_size: int = 1, attention_backend: str = "auto", fused_kernels: bool = True,
+                 async_scheduling: bool | None = None):
         config = EngineConfig(
             model=model, tokenizer=tokenizer, skip_tokenizer_init=skip_tokenizer_init, device=device,
             dtype=dtype, seed=seed, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
@@ -31,7 +32,7 @@ class LLM:
             num_kv_blocks=num_kv_blocks, gpu_memory_utilization=gpu_memory_utilization,
             enable_prefix_caching=enable_prefix_caching, enforce_eager=enforce_eager,
             tensor_parallel_size=tensor_parallel_size, attention_backend=attention_backend,
-            fused_kernels=fused_kernels)
+            fused_kernels=fused_kernels, async_scheduling=async_scheduling)
         self.engine = LLMEngine(config)
         self.config = self.engine.config  # resolved: every "auto" replaced by a value
 

@@ -125,6 +125,7 @@ class EngineConfig:
     tensor_parallel_size: int = 1
     attention_backend: str = "auto"
     fused_kernels: bool = True  # Triton norms/rotary/SiLU on CUDA (chapter 07); no effect on CPU
+    async_scheduling: bool | None = None  # host one step ahead of the GPU (chapter 08); None: on CUDA at TP=1
 
     def __post_init__(self):
         if not isinstance(self.model, (str, os.PathLike)) or not str(self.model):
@@ -146,6 +147,8 @@ class EngineConfig:
         _check_bool("enable_prefix_caching", self.enable_prefix_caching)
         _check_bool("enforce_eager", self.enforce_eager)
         _check_bool("fused_kernels", self.fused_kernels)
+        if self.async_scheduling is not None:
+            _check_bool("async_scheduling", self.async_scheduling)
         _check_int("tensor_parallel_size", self.tensor_parallel_size)
         if self.attention_backend not in BACKENDS:
             raise ValueError(f"attention_backend must be one of {BACKENDS}, got {self.attention_backend!r}")
@@ -183,15 +186,22 @@ class EngineConfig:
             heads = getattr(hf_config, what)
             if heads % tp:
                 raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
+        overlap = self.async_scheduling
+        if overlap is None:
+            overlap = device.type == "cuda" and tp == 1
+        elif overlap and tp > 1:
+            raise ValueError("async_scheduling needs tensor_parallel_size=1: the tensor-parallel workers "
+                             "get each step's inputs on the host, so they cannot run ahead of its tokens")
         return dataclasses.replace(self, device=device, dtype=dtype, attention_backend=backend,
                                    block_size=block_size, max_model_len=max_model_len,
-                                   max_num_batched_tokens=batched)
+                                   max_num_batched_tokens=batched, async_scheduling=overlap)
 
     @property
     def is_resolved(self) -> bool:
         """True once `resolve` has fixed every automatic choice."""
         return self.device != "auto" and self.dtype != "auto" and self.attention_backend != "auto" \
-            and None not in (self.block_size, self.max_model_len, self.max_num_batched_tokens)
+            and None not in (self.block_size, self.max_model_len, self.max_num_batched_tokens,
+                             self.async_scheduling)
 
     def cpu_kv_blocks(self, block_bytes: int) -> int:
         """Default cache size off-GPU: room for max_num_seqs full-length sequences, within 1 GiB."""

@@ -117,11 +117,11 @@ class DecodeGraphs:
         with torch.no_grad():
             for bs in reversed(self.buckets):
                 batch = self._batch(bs, kv_caches, backend, max_model_len)
-                model(self.input_ids[:bs], self.positions[:bs], batch)  # warm-up outside the capture
+                model(self._lane_input_ids(bs), self.positions[:bs], batch)  # warm-up outside the capture
                 torch.cuda.synchronize()
                 graph = torch.cuda.CUDAGraph()
                 with torch.cuda.graph(graph, pool=pool):
-                    self.hidden[bs] = model(self.input_ids[:bs], self.positions[:bs], batch)
+                    self.hidden[bs] = model(self._lane_input_ids(bs), self.positions[:bs], batch)
                 self.graphs[bs] = graph
         torch.cuda.synchronize()
         self.samples = False
@@ -143,7 +143,8 @@ class DecodeGraphs:
         fields = [("input_ids", np.int64, (n,), 0), ("positions", np.int64, (n,), 0),
                   ("slot_mapping", np.int64, (n,), -1), ("context_lens", np.int32, (n,), 1),
                   ("cu_seqlens_k", np.int32, (n + 1,), 0), ("block_tables", np.int32, (n, self.table_width), -1),
-                  ("temperature", np.float32, (n,), 1.0), ("greedy", np.int32, (n,), 1)]
+                  ("temperature", np.float32, (n,), 1.0), ("greedy", np.int32, (n,), 1),
+                  ("carry_src", np.int64, (n,), -1)]
         self._fields, offset = [], 0
         for name, dtype, shape, pad in fields:
             size = int(np.prod(shape)) * np.dtype(dtype).itemsize
@@ -153,7 +154,13 @@ class DecodeGraphs:
         for name, offset, size, dtype, shape, _ in self._fields:
             setattr(self, name, self._static[offset:offset + size].view(_NP_TO_TORCH[dtype]).view(shape))
         self.cu_seqlens_q = torch.arange(n + 1, dtype=torch.int32, device=device)
+        self.last_tokens = torch.zeros(n, dtype=torch.int64, device=device)  # every sampling graph writes here
         self._stage([], [], [], [], np.zeros((0, self.table_width), np.int32))  # all padding lanes
+
+    def _lane_input_ids(self, bs):
+        """Each lane's input id: the staged one, or where `carry_src` >= 0 a token the last replay sampled."""
+        src = self.carry_src[:bs]
+        return torch.where(src >= 0, self.last_tokens[src.clamp(min=0)], self.input_ids[:bs])
 
     def _sample_tokens(self, bs, generator):
         """LM head + per-row temperature sampling of bucket `bs` (greedy rows take the argmax)."""
@@ -173,10 +180,12 @@ class DecodeGraphs:
                 greedy_graph, sample_graph = torch.cuda.CUDAGraph(), torch.cuda.CUDAGraph()
                 with torch.cuda.graph(greedy_graph, pool=pool):
                     greedy_tokens = self.model.compute_logits(self.hidden[bs]).argmax(dim=-1)
+                    self.last_tokens[:bs].copy_(greedy_tokens)
                 if generator is not None:
                     sample_graph.register_generator_state(generator)  # each replay advances this generator
                 with torch.cuda.graph(sample_graph, pool=pool):
                     sampled_tokens = self._sample_tokens(bs, generator)
+                    self.last_tokens[:bs].copy_(sampled_tokens)
                 self.greedy_graphs[bs], self.sample_graphs[bs] = greedy_graph, sample_graph
                 self.tokens[bs] = (greedy_tokens, sampled_tokens)
 
@@ -193,7 +202,7 @@ class DecodeGraphs:
         return 1 <= num_seqs <= self.buckets[-1]
 
     def _stage(self, input_ids, positions, slot_mapping, context_lens, block_tables, temperature=None,
-               greedy=None):
+               greedy=None, carry_src=None):
         """Write real rows then padding lanes into a pinned copy of the static buffer; ONE copy to the GPU."""
         n = len(input_ids)
         host = torch.empty(self._static.numel(), dtype=torch.uint8, pin_memory=self._static.is_cuda)
@@ -214,10 +223,12 @@ class DecodeGraphs:
         view["temperature"][n:] = 1.0
         view["greedy"][:n] = 1 if greedy is None else greedy
         view["greedy"][n:] = 1
+        view["carry_src"][:n] = -1 if carry_src is None else carry_src
+        view["carry_src"][n:] = -1
         # a fresh pinned block per call: torch's caching host allocator reuses it only after the copy ran
         self._static.copy_(host, non_blocking=True)
 
-    def _prepare(self, input_ids, positions, slot_mapping, context_lens, block_tables, **sampling):
+    def _prepare(self, input_ids, positions, slot_mapping, context_lens, block_tables, carry=None, **sampling):
         """Stage one decode step's inputs (lists, arrays or CPU tensors); return (n, bucket)."""
         n = len(input_ids)
         bs = bucket_for(n, self.buckets)
@@ -226,26 +237,38 @@ class DecodeGraphs:
         columns = [np.asarray(x) for x in (input_ids, positions, slot_mapping, context_lens)]
         if any(len(c) != n for c in columns) or len(block_tables) != n:
             raise ValueError("decode inputs must all have one entry per sequence")
-        self._stage(*columns, _padded_table(block_tables, self.table_width), **sampling)
+        carry_src = None
+        if carry is not None:  # lanes whose input is a token the previous step left on the device
+            carry_src = np.full(n, -1, np.int64)
+            carry_src[carry.rows] = carry.src
+            if carry.tokens.data_ptr() != self.last_tokens.data_ptr():  # sampled eagerly, not by a graph
+                self.last_tokens[:carry.tokens.numel()].copy_(carry.tokens)
+        self._stage(*columns, _padded_table(block_tables, self.table_width), carry_src=carry_src, **sampling)
         return n, bs
 
-    def replay(self, input_ids, positions, slot_mapping, context_lens, block_tables):
+    def replay(self, input_ids, positions, slot_mapping, context_lens, block_tables, carry=None):
         """Copy one decode step's inputs (lists or CPU tensors) into the static buffers, replay, return hidden [n, H]."""
-        n, bs = self._prepare(input_ids, positions, slot_mapping, context_lens, block_tables)
+        n, bs = self._prepare(input_ids, positions, slot_mapping, context_lens, block_tables, carry=carry)
         self.graphs[bs].replay()
         return self.hidden[bs][:n]
 
-    def replay_sampled(self, input_ids, positions, slot_mapping, context_lens, block_tables, temperatures):
-        """Forward, LM head and sampling all replayed; the n sampled token ids as a list (temperature 0 = greedy)."""
+    def replay_sampled(self, input_ids, positions, slot_mapping, context_lens, block_tables, temperatures,
+                       carry=None, to_host=True):
+        """Forward, LM head and sampling all replayed; the n sampled token ids (temperature 0 = greedy).
+
+        A list, or with `to_host=False` a device tensor that the next replay overwrites: copy it or
+        hand it on as the next step's `carry` before then."""
         if not self.samples:
             raise ValueError("these graphs were captured without sampling (sample=False)")
         temperature = np.asarray(temperatures, dtype=np.float32)
         greedy = temperature == 0
         all_greedy = bool(greedy.all())
-        n, bs = self._prepare(input_ids, positions, slot_mapping, context_lens, block_tables,
+        n, bs = self._prepare(input_ids, positions, slot_mapping, context_lens, block_tables, carry=carry,
                               temperature=np.where(greedy, 1.0, temperature), greedy=greedy)
         self.graphs[bs].replay()
         (self.greedy_graphs if all_greedy else self.sample_graphs)[bs].replay()
+        if not to_host:
+            return self.last_tokens[:n]
         return self.tokens[bs][0 if all_greedy else 1][:n].tolist()  # the step's one device-to-host copy
 
 # %% ../../chapters/08_cuda_graphs.ipynb #c017
@@ -270,25 +293,26 @@ class CudaGraphModelRunner(ModelRunner):
                                        self.block_size, self.device, sample=True, generator=self.generator)
 
     @torch.inference_mode()
-    def run(self, step):
+    def run(self, step, carry=None):
         """Replay for a decode step that fits a bucket; otherwise the eager path of ModelRunner."""
         if self.graphs is None or not step.is_decode or not self.graphs.can_replay(step.num_tokens):
-            return super().run(step)
+            return super().run(step, carry)
         hidden = self.graphs.replay(step.input_ids, step.positions, step.slot_mapping, step.context_lens,
-                                    step.block_tables)
+                                    step.block_tables, carry=carry)
         if step.logits_indices.numel() != step.num_tokens:  # decode steps normally sample every row
             hidden = hidden[step.logits_indices.to(self.device)]
         return self.model.compute_logits(hidden)
 
     @torch.inference_mode()
-    def run_sampled(self, step, temperatures):
+    def run_sampled(self, step, temperatures, carry=None, to_host=True):
         """Token ids of a decode step sampled inside the graphs (temperature 0 = greedy), or None: use run()."""
         g = self.graphs
         if (g is None or not g.samples or not step.is_decode or not g.can_replay(step.num_tokens)
                 or len(temperatures) != step.num_tokens):
             return None
         return g.replay_sampled(step.input_ids.numpy(), step.positions.numpy(), step.slot_mapping.numpy(),
-                                step.context_lens.numpy(), step.block_tables.numpy(), temperatures)
+                                step.context_lens.numpy(), step.block_tables.numpy(), temperatures,
+                                carry=carry, to_host=to_host)
 
     def shutdown(self):
         """Drop the graphs (they hold the pool and point into the cache) before the cache."""

@@ -137,6 +137,9 @@ class LLMEngine:
         self._completions: dict = {}  # seq_id -> _Completion
         self._seq_ids = itertools.count()
         self._request_ids = itertools.count()
+        self._overlap = None  # chapter 08's one-step-ahead loop, when config.async_scheduling
+        if config.async_scheduling:
+            self._overlap = importlib.import_module("nanoserve.engine.overlap").OverlappedLoop(self)
 
     @classmethod
     def from_args(cls, model, **kwargs) -> "LLMEngine":
@@ -269,7 +272,11 @@ class LLMEngine:
         """Schedule, run and sample one step; return a RequestOutput delta per request that advanced.
 
         With `finished_only=True` (generate's lean loop) only requests that finished come back, each as
-        its complete final RequestOutput, and no per-token delta objects are built."""
+        its complete final RequestOutput, and no per-token delta objects are built. With
+        `async_scheduling` (chapter 08) the outputs are those of the step before: this step is still
+        running on the GPU when the call returns."""
+        if self._overlap is not None:
+            return self._overlap.step(finished_only)
         batch = self.scheduler.schedule()
         if batch.is_empty:
             if self.scheduler.has_unfinished():
@@ -278,31 +285,41 @@ class LLMEngine:
         start = time.perf_counter()
         sampling = [s for s, samples in zip(batch.seqs, batch.samples) if samples]
         tokens = self._execute(batch, sampling)
-        decode_tokens = 0  # one new token that follows a generated one: a decode (plain attributes, no properties)
-        for s, n in zip(batch.seqs, batch.num_new_tokens):
-            if n == 1 and s.num_computed_tokens + 1 == len(s.token_ids) > s.num_prompt_tokens:
-                decode_tokens += 1
+        decode_tokens = self._count_decodes(batch)
         self.scheduler.update(batch, tokens)
         outputs = self._collect_finished(sampling) if finished_only else self._collect(sampling)
         self._record(batch.num_batched_tokens - decode_tokens, decode_tokens, time.perf_counter() - start)
         return outputs
 
+    @staticmethod
+    def _count_decodes(batch) -> int:
+        """New tokens of the batch that follow a generated one (plain attributes, no properties: a hot loop)."""
+        decode_tokens = 0
+        for s, n in zip(batch.seqs, batch.num_new_tokens):
+            if n == 1 and s.num_computed_tokens + 1 == len(s.token_ids) > s.num_prompt_tokens:
+                decode_tokens += 1
+        return decode_tokens
+
     def _execute(self, batch, sampling: list) -> list:
         """Run the model and sample: one token per scheduled sequence (None where it does not sample)."""
-        step = self.executor.prepare(batch)
-        tokens = None
-        run_sampled = getattr(self.executor, "run_sampled", None)
-        if run_sampled is not None and sampling:
-            temperatures = self._lean_temperatures(sampling)
-            if temperatures is not None:
-                tokens = run_sampled(step, temperatures)  # None: the runner cannot fuse this step
-        if tokens is None:
-            logits = self.executor.run(step)
-            tokens = self._sample(logits, sampling).tolist() if sampling else []
+        tokens = self._run_and_sample(self.executor.prepare(batch), sampling)
+        tokens = tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens
         if len(tokens) == len(batch.seqs):
             return tokens
         it = iter(tokens)
         return [next(it) if samples else None for samples in batch.samples]
+
+    def _run_and_sample(self, step, sampling: list, carry=None, to_host: bool = True):
+        """The step's sampled tokens (a list or a tensor); chapter 08's loop passes `carry` and keeps them on the device."""
+        run_sampled = getattr(self.executor, "run_sampled", None)
+        if run_sampled is not None and sampling:
+            temperatures = self._lean_temperatures(sampling)
+            if temperatures is not None:
+                tokens = run_sampled(step, temperatures, carry=carry, to_host=to_host)
+                if tokens is not None:  # None: the runner cannot fuse this step
+                    return tokens
+        logits = self.executor.run(step, carry=carry)
+        return self._sample(logits, sampling) if sampling else []
 
     def _lean_temperatures(self, seqs: list) -> list | None:
         """Each row's temperature (0 = greedy) when every row is plain temperature sampling, else None."""
@@ -456,4 +473,6 @@ class LLMEngine:
         """Abort everything and release the executor."""
         for request_id in list(self._requests):
             self.abort_request(request_id)
+        if self._overlap is not None:
+            self._overlap.drop()
         self.executor.shutdown()

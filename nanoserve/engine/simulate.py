@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['content_token', 'StepRecord', 'split_prefill_decode', 'run_workload', 'format_trace', 'snapshot', 'render_snapshot']
 
-# %% ../../chapters/05_scheduler.ipynb #c011
+# %% ../../chapters/05_scheduler.ipynb #c012
 """Model-free simulation of the scheduler: fake sampling, step records, queue snapshots (chapter 05)."""
 from dataclasses import dataclass
 

@@ -118,8 +118,10 @@ class TensorParallelExecutor:
         """Only rank 0 schedules, so only rank 0 prepares; the workers receive the result."""
         return self.runner.prepare(batch)
 
-    def run(self, step: StepInputs) -> torch.Tensor:
+    def run(self, step: StepInputs, carry=None) -> torch.Tensor:
         """Ship `step` to every rank, run it everywhere; rank 0 returns the gathered logits."""
+        if carry is not None:  # EngineConfig refuses async_scheduling at TP > 1; this guards direct callers
+            raise ValueError("the tensor-parallel executor needs every input id on the host (no carried tokens)")
         return self.pool.call(_run_step, step)
 
     def shutdown(self) -> None:

@@ -13,9 +13,13 @@ def checkpoint(tmp_path_factory):
                                 max_position_embeddings=128)
 
 
-def _llm(checkpoint):
+def _llm(checkpoint, overlap=False):
     return LLM(str(checkpoint), skip_tokenizer_init=True, device="cpu", dtype="float32", max_model_len=128,
-               num_kv_blocks=64, block_size=4, max_num_seqs=8, max_num_batched_tokens=32)
+               num_kv_blocks=64, block_size=4, max_num_seqs=8, max_num_batched_tokens=32,
+               async_scheduling=overlap)
+
+
+LOOPS = pytest.mark.parametrize("overlap", [False, True], ids=["sync", "async"])
 
 
 PARAMS = [SamplingParams(temperature=0, max_tokens=9, ignore_eos=True),
@@ -27,22 +31,24 @@ PARAMS = [SamplingParams(temperature=0, max_tokens=9, ignore_eos=True),
           SamplingParams(n=2, temperature=0.5, max_tokens=5, ignore_eos=True)]
 
 
-def test_fused_sampling_changes_nothing(checkpoint):
+@LOOPS
+def test_fused_sampling_changes_nothing(checkpoint, overlap):
     g = torch.Generator().manual_seed(0)
     prompts = [{"prompt_token_ids": torch.randint(0, 512, (int(n),), generator=g).tolist()}
                for n in torch.randint(1, 20, (len(PARAMS),), generator=g)]
-    plain = _llm(checkpoint).generate(prompts, PARAMS, use_tqdm=False)
+    plain = _llm(checkpoint, overlap).generate(prompts, PARAMS, use_tqdm=False)
 
-    fused_llm = _llm(checkpoint)
+    fused_llm = _llm(checkpoint, overlap)
     runner, calls = fused_llm.engine.executor, []
 
-    def run_sampled(step, temperatures):
+    def run_sampled(step, temperatures, carry=None, to_host=True):
         """What a graph runner computes: the lean sampler on the step's logits, from the runner's stream."""
         if len(temperatures) != step.num_tokens:
             return None
         calls.append(len(temperatures))
-        logits = runner.run(step)
-        return Sampler(runner.generator)(logits, [SamplingParams(temperature=t) for t in temperatures]).tolist()
+        logits = runner.run(step, carry)
+        tokens = Sampler(runner.generator)(logits, [SamplingParams(temperature=t) for t in temperatures])
+        return tokens.tolist() if to_host else tokens
 
     runner.run_sampled = run_sampled
     fused = fused_llm.generate(prompts, PARAMS, use_tqdm=False)
@@ -51,13 +57,14 @@ def test_fused_sampling_changes_nothing(checkpoint):
     assert [[c.finish_reason for c in o.outputs] for o in fused] == [[c.finish_reason for c in o.outputs] for o in plain]
 
 
-def test_step_deltas_and_generate_agree(checkpoint):
+@LOOPS
+def test_step_deltas_and_generate_agree(checkpoint, overlap):
     """generate's lean loop (final outputs only) returns what merging step() deltas returns."""
     prompts = [{"prompt_token_ids": [3, 4, 5, 6]}, {"prompt_token_ids": [9] * 11}]
     params = [SamplingParams(temperature=0, max_tokens=6, stop_token_ids=[1, 2, 3]),
               SamplingParams(n=3, temperature=0.9, max_tokens=8, ignore_eos=True)]
-    lean = _llm(checkpoint).generate(prompts, params, use_tqdm=False)
-    llm = _llm(checkpoint)
+    lean = _llm(checkpoint, overlap).generate(prompts, params, use_tqdm=False)
+    llm = _llm(checkpoint, overlap)
     ids = [llm.engine.add_request(p, sp, stream_text=False) for p, sp in zip(prompts, params)]
     merged = {}
     while llm.engine.has_unfinished_requests():

@@ -49,8 +49,18 @@ def reference(hf_model):
     return greedy
 
 
+@pytest.fixture(autouse=True, params=[False, True], ids=["sync", "async"])
+def loop(request, monkeypatch):
+    """Every test runs with the step-at-a-time loop and with the one-step-ahead loop (chapter 08)."""
+    monkeypatch.setitem(LOOP, "async_scheduling", request.param)
+    return request.param
+
+
+LOOP = {"async_scheduling": False}
+
+
 def make_llm(checkpoint, **kwargs):
-    kwargs = {"skip_tokenizer_init": True, "block_size": BLOCK, "num_kv_blocks": 128, **kwargs}
+    kwargs = {"skip_tokenizer_init": True, "block_size": BLOCK, "num_kv_blocks": 128, **LOOP, **kwargs}
     return LLM(checkpoint, **kwargs)
 
 

@@ -10,10 +10,15 @@ PROMPT = "The quick brown fox"
 
 
 @pytest.fixture(scope="module")
-def llm(tmp_path_factory):
-    path = make_tiny_checkpoint(tmp_path_factory.mktemp("tok"), seed=4, with_tokenizer=True,
+def checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tok"), seed=4, with_tokenizer=True,
                                 tie_word_embeddings=False, max_position_embeddings=128)
-    return LLM(path, block_size=4, num_kv_blocks=64, seed=0)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["sync", "async"])
+def llm(checkpoint, request):
+    """The step-at-a-time loop and the one-step-ahead loop (chapter 08) must stop in the same places."""
+    return LLM(checkpoint, block_size=4, num_kv_blocks=64, seed=0, async_scheduling=request.param)
 
 
 def sampled(**kwargs):

@@ -60,6 +60,7 @@ BAD_CONFIGS = [
     (dict(tensor_parallel_size=0), ValueError, "tensor_parallel_size"),
     (dict(attention_backend="xformers"), ValueError, "attention_backend"),
     (dict(enable_prefix_caching="yes"), TypeError, "enable_prefix_caching"),
+    (dict(async_scheduling="on"), TypeError, "async_scheduling"),
 ]
 
 
@@ -79,6 +80,8 @@ def test_config_checked_against_the_model(checkpoint):
         LLM(checkpoint, skip_tokenizer_init=True, max_model_len=65)
     with pytest.raises(ValueError, match="tensor_parallel_size"):
         LLM(checkpoint, skip_tokenizer_init=True, tensor_parallel_size=3)  # 4 heads, 2 kv heads
+    with pytest.raises(ValueError, match="async_scheduling"):
+        LLM(checkpoint, skip_tokenizer_init=True, device="cpu", tensor_parallel_size=2, async_scheduling=True)
     if not torch.cuda.is_available():
         with pytest.raises(ValueError, match="flash"):
             LLM(checkpoint, skip_tokenizer_init=True, attention_backend="flash")

@@ -1,0 +1,124 @@
+"""The one-step-ahead loop (chapter 08): placeholders in the scheduler, carried tokens, abort mid-flight."""
+import numpy as np
+import pytest
+import torch
+
+from nanoserve.engine.config import EngineConfig
+from nanoserve.engine.cuda_graph import DecodeGraphs
+from nanoserve.engine.engine import LLMEngine
+from nanoserve.engine.model_runner import CarriedTokens
+from nanoserve.engine.scheduler import PLACEHOLDER, Scheduler, SchedulerConfig
+from nanoserve.engine.sequence import Sequence
+from nanoserve.kv.blocks import BlockManager
+from nanoserve.model.tiny import make_tiny_checkpoint
+from nanoserve.sampling import SamplingParams
+
+
+def scheduler(num_blocks=16, block_size=4):
+    return Scheduler(SchedulerConfig(8, 32, 64), BlockManager(num_blocks, block_size))
+
+
+def test_advance_then_commit_equals_update():
+    specs = [(5, 3), (2, 4), (9, 2)]
+    runs = []
+    for split in (False, True):
+        sched = scheduler()
+        seqs = [Sequence(i, list(range(1, p + 1)), max_tokens=m) for i, (p, m) in enumerate(specs)]
+        for s in seqs:
+            sched.add(s)
+        while sched.has_unfinished():
+            batch = sched.schedule()
+            tokens = [s.num_tokens % 7 if x else None for s, x in zip(batch.seqs, batch.samples)]
+            if split:
+                pending = sched.advance(batch)
+                assert all(s.token_ids[-1] == PLACEHOLDER for s in pending)
+                sched.commit(pending, [t for t in tokens if t is not None])
+            else:
+                sched.update(batch, tokens)
+        runs.append([(s.token_ids, s.finish_reason) for s in seqs])
+    assert runs[0] == runs[1]
+
+
+def test_a_sequence_whose_placeholder_is_its_last_token_is_not_scheduled():
+    sched = scheduler()
+    seq = Sequence(0, [1, 2, 3], max_tokens=1)
+    sched.add(seq)
+    sched.advance(sched.schedule())  # the prefill samples the one and only output token
+    assert sched.schedule().is_empty  # nothing left to compute while that token is on its way
+    committed, finished = sched.commit([seq], [42])
+    assert committed == finished == [seq] and seq.finish_reason == "length" and seq.output_token_ids == [42]
+
+
+def test_commit_skips_finished_and_refuses_a_missing_placeholder():
+    sched = scheduler()
+    a, b = Sequence(0, [1, 2], max_tokens=5), Sequence(1, [3, 4], max_tokens=5)
+    for s in (a, b):
+        sched.add(s)
+    pending = sched.advance(sched.schedule())
+    sched.finish(a, "abort")  # aborted while its token was on its way
+    committed, finished = sched.commit(pending, [7, 8])
+    assert committed == [b] and not finished and b.token_ids == [3, 4, 8]
+    with pytest.raises(RuntimeError, match="placeholder"):
+        sched.commit([b], [9])
+    with pytest.raises(ValueError, match="tokens"):
+        sched.commit([b], [])
+
+
+def test_graph_lanes_read_carried_tokens():
+    """The gather the decode graphs capture, run on CPU static buffers: carried lanes read last_tokens."""
+    g = DecodeGraphs.__new__(DecodeGraphs)
+    g.buckets, g.table_width = [1, 2, 4], 2
+    g._allocate_static(4, "cpu")
+    previous = torch.tensor([70, 71, 72])  # sampled eagerly by the step before: copied into last_tokens
+    carry = CarriedTokens(rows=np.array([0, 2]), src=np.array([2, 0]), tokens=previous)
+    n, bs = g._prepare([PLACEHOLDER, 5, PLACEHOLDER], [3, 4, 5], [3, 4, 5], [4, 5, 6], [[0, 1], [2, 3], [4, 5]],
+                       carry=carry)
+    assert (n, bs) == (3, 4)
+    assert g._lane_input_ids(bs).tolist() == [72, 5, 70, 0]  # the padding lane keeps its staged id
+    g._prepare([9], [0], [0], [1], [[0]])  # no carry: every lane reads its staged id
+    assert g._lane_input_ids(1).tolist() == [9]
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), seed=2, tie_word_embeddings=False,
+                                max_position_embeddings=64)
+
+
+def engine(checkpoint, overlap=True, **kwargs):
+    return LLMEngine.from_args(str(checkpoint), device="cpu", dtype="float32", skip_tokenizer_init=True,
+                               block_size=4, num_kv_blocks=32, async_scheduling=overlap, **kwargs)
+
+
+def test_async_scheduling_defaults_off_on_the_cpu(checkpoint):
+    assert engine(checkpoint, overlap=None).config.async_scheduling is False
+    assert EngineConfig(model="x").async_scheduling is None  # "decide when resolving"
+
+
+def drain(e, outs, calls=None):
+    """Step until nothing is left (or `calls` times); gather each request's streamed tokens."""
+    n = 0
+    while e.has_unfinished_requests() and (calls is None or n < calls):
+        for o in e.step():
+            outs.setdefault(o.request_id, []).extend(o.outputs[0].token_ids)
+        n += 1
+    return outs
+
+
+def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint):
+    params = SamplingParams(temperature=0, max_tokens=6)
+    sync = engine(checkpoint, overlap=False)
+    sync.add_request([6, 7, 8], params, request_id="kept")
+    want = drain(sync, {})["kept"]
+    e = engine(checkpoint)
+    e.add_request([1, 2, 3, 4, 5], params, request_id="gone")
+    e.add_request([6, 7, 8], params, request_id="kept")
+    assert e.step() == []  # the first step is still "on the GPU"
+    outs = drain(e, {}, calls=2)
+    e.abort_request("gone")  # its next token is in flight right now
+    gone_before = len(outs.get("gone", []))
+    drain(e, outs)
+    assert outs["kept"] == want and len(outs["gone"]) == gone_before
+    assert e.block_manager.num_free_blocks == e.num_kv_blocks
+    e.add_request([6, 7, 8], params, request_id="again")  # the engine goes on as before
+    assert drain(e, {})["again"] == want
