@@ -10,8 +10,8 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_att
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
 timeout 150 python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
 echo "gpu tests: $(tail -1 "$OUT/gpu_tests.log")"
-if ! timeout 60 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fused_kernels.py >/dev/null 2>&1; then
-  echo "fused kernels failed their GPU test: benchmarking with fused_kernels=False"
-  export NANOSERVE_ARGS="--engine-arg fused_kernels=False ${NANOSERVE_ARGS:-}"
+if ! timeout 60 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_fused_kernels_cuda.py >/dev/null 2>&1; then
+  echo "fused kernels failed their GPU test: benchmarking with fused_kernels=false"
+  export NANOSERVE_ARGS="--engine-arg fused_kernels=false ${NANOSERVE_ARGS:-}"
 fi
 OUT=$OUT bash scripts/gpu/bench_all.sh

@@ -41,7 +41,9 @@ def test_replay_equals_eager(tiny_model, backend_name):
 
     backend, block, max_len = backend_class(backend_name)(), 256, 1024
     cfg = tiny_model.config
-    _, caches = allocate_kv_cache(cfg.num_hidden_layers, 80, block, cfg.num_key_value_heads, 128,
+    # sequence i reads blocks 1 + 4i .. 4 + 4i: 32 sequences need 129 blocks (an index past the cache
+    # reads whatever memory follows it, which the replay itself may be writing)
+    _, caches = allocate_kv_cache(cfg.num_hidden_layers, 4 * 32 + 1, block, cfg.num_key_value_heads, 128,
                                   dtype=torch.bfloat16, device="cuda")
     for k, v in caches:
         k.normal_(), v.normal_()
@@ -109,3 +111,28 @@ def test_engine_greedy_matches_transformers(tmp_path, enforce_eager):
         exact += int((chosen == best).sum())
         total += len(gen)
     assert exact >= 0.8 * total
+
+
+def test_async_scheduling_matches_the_synchronous_loop(tmp_path):
+    """One step ahead changes no token: graph steps, graph forward + eager sampler, and eager mixed steps."""
+    pytest.importorskip("flash_attn")
+    from nanoserve import LLM, SamplingParams
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path / "m", seed=1, **GPU_TINY)
+    g = torch.Generator().manual_seed(1)
+    prompts = [dict(prompt_token_ids=torch.randint(0, 512, (n,), generator=g).tolist()) for n in (7, 300, 40, 700, 3)]
+    params = [SamplingParams(temperature=0, max_tokens=30, ignore_eos=True),
+              SamplingParams(temperature=0.8, top_p=0.9, seed=5, max_tokens=25, ignore_eos=True),  # eager sampler
+              SamplingParams(temperature=0, max_tokens=40, ignore_eos=True),
+              SamplingParams(temperature=0, max_tokens=20, ignore_eos=True),
+              SamplingParams(temperature=0, max_tokens=35, ignore_eos=True)]
+    runs = {}
+    for overlap in (False, True):
+        # a 256-token budget chunks the long prompts, so decodes also run inside eager mixed steps
+        llm = LLM(str(path), skip_tokenizer_init=True, async_scheduling=overlap, max_num_seqs=8,
+                  max_num_batched_tokens=256, max_model_len=1024, gpu_memory_utilization=0.3)
+        assert llm.config.async_scheduling is overlap
+        runs[overlap] = [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
+        llm.engine.shutdown()
+    assert runs[True] == runs[False]
