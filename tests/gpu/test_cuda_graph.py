@@ -94,8 +94,11 @@ def test_engine_greedy_matches_transformers(tmp_path, enforce_eager):
         assert runner.backend.name == "flash" and runner.block_size == 256
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (5, 300, 17, 600)]
-    outs = llm.generate([dict(prompt_token_ids=p) for p in prompts],
-                        SamplingParams(temperature=0, max_tokens=24, ignore_eos=True), use_tqdm=False)
+    params = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
+    outs = llm.generate([dict(prompt_token_ids=p) for p in prompts], params, use_tqdm=False)
+    # short prompts alone: their first step is a prefill that fits a prefill graph (unless eager)
+    solo = [llm.generate(dict(prompt_token_ids=p), params, use_tqdm=False)[0] for p in prompts[:3]]
+    prompts, outs = prompts + prompts[:3], outs + solo
     ref = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.bfloat16).cuda().eval()
     exact = total = 0
     for prompt, out in zip(prompts, outs):
@@ -136,3 +139,43 @@ def test_async_scheduling_matches_the_synchronous_loop(tmp_path):
         runs[overlap] = [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
         llm.engine.shutdown()
     assert runs[True] == runs[False]
+
+
+def test_prefill_graph_replay_equals_eager(tiny_model):
+    """Short prefill and mixed steps replayed from PrefillGraphs give the eager forward's logits."""
+    from nanoserve.attention.batch import allocate_kv_cache
+    from nanoserve.engine.config import backend_class
+    from nanoserve.engine.cuda_graph import PrefillGraphs
+    from nanoserve.engine.model_runner import build_step_inputs, pack_to_device
+    from nanoserve.attention.batch import AttentionBatch
+
+    backend, block, max_len = backend_class("flash")(), 256, 1024
+    cfg = tiny_model.config
+    _, caches = allocate_kv_cache(cfg.num_hidden_layers, 12, block, cfg.num_key_value_heads, 128,
+                                  dtype=torch.bfloat16, device="cuda")
+    for k, v in caches:
+        k.normal_(), v.normal_()
+    last = torch.zeros(8, dtype=torch.int64, device="cuda")
+    graphs = PrefillGraphs(tiny_model, caches, backend, max_len, block, last, buckets=(16, 64, 512))
+    g = torch.Generator().manual_seed(2)
+    ids = lambda n: torch.randint(0, cfg.vocab_size, (n,), generator=g).tolist()  # noqa: E731
+    cases = [([ids(9)], [0], [True]), ([ids(40)], [300], [True]), ([ids(70), ids(300)], [0, 0], [True, True]),
+             ([[5], ids(200), [7]], [700, 0, 12], [True, False, True]), ([ids(512)], [0], [True])]
+    for chunks, starts, samples in cases:
+        tables = [[1 + 3 * i, 2 + 3 * i, 3 + 3 * i][:-(-(s + len(c)) // block)] for i, (c, s) in
+                  enumerate(zip(chunks, starts))]
+        step = build_step_inputs(chunks, starts, tables, samples, block)
+        assert graphs.bucket_for(step) is not None
+        with torch.no_grad():
+            replayed = graphs.replay(step).float()
+            (input_ids, positions, slots, rows, cu_q, cu_k, ctx, tbl) = pack_to_device(
+                [step.input_ids, step.positions, step.slot_mapping, step.logits_indices, step.cu_seqlens_q,
+                 step.cu_seqlens_k, step.context_lens, step.block_tables], torch.device("cuda"))
+            batch = AttentionBatch(slots, cu_q, cu_k, step.max_seqlen_q, step.max_seqlen_k, ctx, tbl, caches,
+                                   backend, is_decode=False)
+            eager = tiny_model.compute_logits(tiny_model(input_ids, positions, batch)[rows]).float()
+        torch.testing.assert_close(replayed, eager, atol=2e-2, rtol=2e-2)
+    too_long = build_step_inputs([ids(600)], [0], [[1, 2, 3]], [True], block)
+    assert graphs.bucket_for(too_long) is None
+    with pytest.raises(ValueError, match="prefill graph"):
+        graphs.replay(too_long)

@@ -71,3 +71,32 @@ def test_graph_sampler_math_equals_eager_sampler():
         eager = Sampler(torch.Generator().manual_seed(seed))(Head().compute_logits(g.hidden[4]),
                                                              [SamplingParams(temperature=t) for t in temps])
         assert fused.tolist() == eager.tolist()
+
+
+def test_prefill_staging_pads_sequences_and_rows():
+    """PrefillGraphs' staging (CPU, nothing captured): empty sequence slots, rows of no sequence, logits rows."""
+    from nanoserve.attention.torch_ref import TorchAttentionBackend
+    from nanoserve.engine.cuda_graph import PrefillGraphs, prefill_bucket_for
+    from nanoserve.engine.model_runner import CarriedTokens, build_step_inputs
+
+    class Capturable(TorchAttentionBackend):
+        supports_cuda_graphs = True
+
+    assert [prefill_bucket_for(n) for n in (1, 16, 17, 512, 513)] == [16, 16, 32, 512, None]
+    last = torch.zeros(4, dtype=torch.int64)
+    g = PrefillGraphs(None, [], Capturable(), max_model_len=16, block_size=4, last_tokens=last, device="cpu",
+                      buckets=(8, 16), max_seqs=3)
+    step = build_step_inputs([[-1], [21, 22, 23]], starts=[5, 4], block_tables=[[3, 4], [7, 8]],
+                             samples=[True, True], block_size=4)
+    assert g.bucket_for(step) == 8
+    g.stage(step, CarriedTokens(rows=np.array([0]), src=np.array([1]), tokens=torch.tensor([40, 41])))
+    x = g.inputs
+    assert x["input_ids"].tolist() == [-1, 21, 22, 23, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
+    assert x["carry_src"].tolist()[:2] == [1, -1] and last.tolist()[:2] == [40, 41]  # eager tokens copied in
+    assert x["slot_mapping"].tolist() == [17, 32, 33, 34] + [-1] * 12
+    assert x["cu_seqlens_q"].tolist() == [0, 1, 4, 4] and x["cu_seqlens_k"].tolist() == [0, 6, 13, 13]
+    assert x["context_lens"].tolist() == [6, 7, 0] and x["logits_indices"].tolist() == [0, 3, 0]
+    assert x["block_tables"].tolist() == [[3, 4, 0, 0], [7, 8, 0, 0], [0, 0, 0, 0]]
+    decode = build_step_inputs([[1], [2]], [3, 3], [[0], [1]], [True, True], block_size=4)
+    crowded = build_step_inputs([[1, 2]] * 4, [0] * 4, [[0]] * 4, [True] * 4, block_size=4)
+    assert g.bucket_for(decode) is None and g.bucket_for(crowded) is None  # decode graphs' job; 4 > 3 slots
