@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['LLM']
 
-# %% ../chapters/06_engine.ipynb #c038
+# %% ../chapters/06_engine.ipynb #c040
 """The user-facing API: LLM(model).generate(prompts, params), chat() and stream() (chapter 06)."""
 import time
 

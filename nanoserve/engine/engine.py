@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['EngineStats', 'make_executor', 'LLMEngine']
 
-# %% ../../chapters/06_engine.ipynb #c033
+# %% ../../chapters/06_engine.ipynb #c035
 """The engine loop: requests in, one scheduled + sampled step at a time, output deltas out (chapter 06)."""
 import importlib
 import importlib.util
@@ -20,8 +20,8 @@ from .model_runner import ModelRunner
 from .scheduler import Scheduler, SchedulerConfig
 from .sequence import Sequence
 from ..model.loader import load_config, resolve_model_path
-from ..outputs import CompletionOutput, RequestOutput
-from ..sampling import Sampler, SamplingParams
+from ..outputs import CompletionOutput, Logprob, RequestOutput
+from ..sampling import Sampler, SamplingParams, StepLogprobs
 
 
 @dataclass
@@ -36,6 +36,8 @@ class _Completion:
     stop_reason: int | str | None = None
     request_id: str = ""
     lean_temperature: float | None = None  # temperature (0 = greedy) when a fused sampler may draw its tokens
+    logprobs: list | None = None  # one {token_id: Logprob} per output token, when the request asked
+    cumulative_logprob: float = 0.0
 
 
 @dataclass
@@ -106,7 +108,7 @@ def _load_tokenizer(config: EngineConfig, model_path):
     path = model_path if config.tokenizer is None else resolve_model_path(config.tokenizer)
     return load_tokenizer(path)
 
-# %% ../../chapters/06_engine.ipynb #c034
+# %% ../../chapters/06_engine.ipynb #c036
 class LLMEngine:
     """Requests in, tokens out: scheduler + model runner + sampler, one step at a time."""
 
@@ -204,12 +206,14 @@ class LLMEngine:
             if self.tokenizer is not None and (stream_text or p.stop):
                 detok = IncrementalDetokenizer(self.tokenizer, p.stop)
             request.completions.append(_Completion(i, seq, gen, detok, request_id=request_id,
-                                                   lean_temperature=self._lean_temperature(p, gen)))
+                                                   lean_temperature=self._lean_temperature(p, gen),
+                                                   logprobs=None if p.logprobs is None else []))
         return request
 
     def _lean_temperature(self, p: SamplingParams, generator) -> float | None:
         """The row's temperature if plain temperature sampling draws it (no filters, no own seed), else None."""
-        if generator is not None or 0 < p.top_k < self.vocab_size or p.top_p < 1.0 or p.min_p > 0:
+        if (generator is not None or 0 < p.top_k < self.vocab_size or p.top_p < 1.0 or p.min_p > 0
+                or p.logprobs is not None):  # log-probabilities come from the eager sampler's logits
             return None
         return 0.0 if p.greedy else p.temperature
 
@@ -284,9 +288,10 @@ class LLMEngine:
             return []
         start = time.perf_counter()
         sampling = [s for s, samples in zip(batch.seqs, batch.samples) if samples]
-        tokens = self._execute(batch, sampling)
+        tokens, logprobs = self._execute(batch, sampling)
         decode_tokens = self._count_decodes(batch)
         self.scheduler.update(batch, tokens)
+        self._attach_logprobs(sampling, logprobs)
         outputs = self._collect_finished(sampling) if finished_only else self._collect(sampling)
         self._record(batch.num_batched_tokens - decode_tokens, decode_tokens, time.perf_counter() - start)
         return outputs
@@ -300,26 +305,50 @@ class LLMEngine:
                 decode_tokens += 1
         return decode_tokens
 
-    def _execute(self, batch, sampling: list) -> list:
-        """Run the model and sample: one token per scheduled sequence (None where it does not sample)."""
-        tokens = self._run_and_sample(self.executor.prepare(batch), sampling)
+    def _execute(self, batch, sampling: list) -> tuple:
+        """Run the model and sample: (a token per scheduled sequence, None where it does not sample; logprobs)."""
+        tokens, logprobs = self._run_and_sample(self.executor.prepare(batch), sampling)
         tokens = tokens.tolist() if isinstance(tokens, torch.Tensor) else tokens
-        if len(tokens) == len(batch.seqs):
-            return tokens
-        it = iter(tokens)
-        return [next(it) if samples else None for samples in batch.samples]
+        if len(tokens) != len(batch.seqs):
+            it = iter(tokens)
+            tokens = [next(it) if samples else None for samples in batch.samples]
+        return tokens, logprobs
 
-    def _run_and_sample(self, step, sampling: list, carry=None, to_host: bool = True):
-        """The step's sampled tokens (a list or a tensor); chapter 08's loop passes `carry` and keeps them on the device."""
+    def _run_and_sample(self, step, sampling: list, carry=None, to_host: bool = True) -> tuple:
+        """(sampled tokens as a list or tensor, StepLogprobs or None); chapter 08's loop passes `carry`
+        and keeps the tokens on the device."""
         run_sampled = getattr(self.executor, "run_sampled", None)
         if run_sampled is not None and sampling:
             temperatures = self._lean_temperatures(sampling)
             if temperatures is not None:
                 tokens = run_sampled(step, temperatures, carry=carry, to_host=to_host)
                 if tokens is not None:  # None: the runner cannot fuse this step
-                    return tokens
+                    return tokens, None
         logits = self.executor.run(step, carry=carry)
-        return self._sample(logits, sampling) if sampling else []
+        if not sampling:
+            return [], None
+        tokens = self._sample(logits, sampling)
+        return tokens, StepLogprobs.compute(logits, tokens, [s.params.logprobs for s in sampling])
+
+    def _attach_logprobs(self, seqs: list, logprobs, committed: list | None = None) -> None:
+        """Give each sequence that asked its token's {token_id: Logprob} (skipping any not in `committed`)."""
+        if logprobs is None:
+            return
+        lp = logprobs.to_host()
+        keep = None if committed is None else {id(s) for s in committed}
+        columns = zip(lp.token_ids.tolist(), lp.chosen.tolist(), lp.rank.tolist(), lp.top_ids.tolist(),
+                      lp.top_logprobs.tolist())
+        decode = (lambda t: self.tokenizer.decode([t])) if self.tokenizer is not None else (lambda t: None)
+        for row, (token, chosen, rank, top_ids, top_values) in zip(lp.rows, columns):
+            seq = seqs[row]
+            c = self._completions.get(seq.seq_id)
+            if c is None or c.logprobs is None or (keep is not None and id(seq) not in keep):
+                continue
+            entry = {token: Logprob(chosen, rank, decode(token))}
+            for r, (t, v) in enumerate(zip(top_ids[:seq.params.logprobs], top_values), start=1):
+                entry.setdefault(t, Logprob(v, r, decode(t)))
+            c.logprobs.append(entry)
+            c.cumulative_logprob += chosen
 
     def _lean_temperatures(self, seqs: list) -> list | None:
         """Each row's temperature (0 = greedy) when every row is plain temperature sampling, else None."""
@@ -429,12 +458,14 @@ class LLMEngine:
             text = self.tokenizer.decode(seq.output_token_ids, skip_special_tokens=True)
         else:
             text = ""
-        return CompletionOutput(c.index, text, seq.output_token_ids, seq.finish_reason, c.stop_reason)
+        return CompletionOutput(c.index, text, seq.output_token_ids, seq.finish_reason, c.stop_reason,
+                                logprobs=c.logprobs, cumulative_logprob=self._cumulative(c))
 
     def _completion_delta(self, c: _Completion, request: _Request) -> CompletionOutput:
         """New tokens and text of one completion since the last delta."""
         seq = c.seq
         new_ids = seq.token_ids[seq.num_prompt_tokens + c.num_tokens_sent:]  # only the tail: O(new) per step
+        new_logprobs = None if c.logprobs is None else c.logprobs[c.num_tokens_sent:]
         c.num_tokens_sent = seq.num_output_tokens
         finished = seq.is_finished
         if c.detokenizer is not None and request.stream_text:
@@ -446,7 +477,13 @@ class LLMEngine:
         else:
             text = ""
         reason = seq.finish_reason if finished else None
-        return CompletionOutput(c.index, text, new_ids, reason, c.stop_reason if finished else None)
+        return CompletionOutput(c.index, text, new_ids, reason, c.stop_reason if finished else None,
+                                logprobs=new_logprobs, cumulative_logprob=self._cumulative(c))
+
+    @staticmethod
+    def _cumulative(c: _Completion) -> float | None:
+        """The running sum of sampled-token log-probabilities, for a completion that asked for them."""
+        return None if c.logprobs is None else c.cumulative_logprob
 
     def _forget(self, request: _Request) -> None:
         for c in request.completions:

@@ -23,6 +23,7 @@ class InFlightStep:
     host: torch.Tensor | None           # pinned host copy, valid once `ready` has fired
     ready: object                       # a CUDA event recorded after the copy (None on the CPU)
     row_of: dict = field(default_factory=dict)  # seq_id -> its row in `tokens`
+    logprobs: object = None             # StepLogprobs on the host (pinned), for rows that asked
 
     def wait_tokens(self) -> list:
         """Block until the copy to the host is done; the tokens as a list."""
@@ -64,16 +65,18 @@ class OverlappedLoop:
         engine = self.engine
         sampling = [s for s, samples in zip(batch.seqs, batch.samples) if samples]
         step = engine.executor.prepare(batch)
-        tokens = engine._run_and_sample(step, sampling, carry=self._carry(batch), to_host=False)
+        tokens, logprobs = engine._run_and_sample(step, sampling, carry=self._carry(batch), to_host=False)
         if not sampling:
             return InFlightStep([], None, None, None)
         host, ready = tokens, None
+        if logprobs is not None:
+            logprobs = logprobs.to_host(non_blocking=True)
         if tokens.is_cuda:  # start the copy now; wait for it only after the next step is enqueued
             host = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
             host.copy_(tokens, non_blocking=True)
             ready = torch.cuda.Event()
             ready.record()
-        return InFlightStep(sampling, tokens, host, ready, {s.seq_id: i for i, s in enumerate(sampling)})
+        return InFlightStep(sampling, tokens, host, ready, {s.seq_id: i for i, s in enumerate(sampling)}, logprobs)
 
     def _carry(self, batch) -> CarriedTokens | None:
         """Which input ids of `batch` are tokens the step in flight is still sampling, and where they are."""
@@ -97,6 +100,7 @@ class OverlappedLoop:
         """Wait for a step's tokens, write them over the placeholders, check stops, build its outputs."""
         engine = self.engine
         committed, _ = engine.scheduler.commit(done.seqs, done.wait_tokens())
+        engine._attach_logprobs(done.seqs, done.logprobs, committed)
         return engine._collect_finished(committed) if finished_only else engine._collect(committed)
 
     def drop(self) -> None:
