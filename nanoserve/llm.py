@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['LLM']
 
-# %% ../chapters/06_engine.ipynb #c040
+# %% ../chapters/06_engine.ipynb #c042
 """The user-facing API: LLM(model).generate(prompts, params), chat() and stream() (chapter 06)."""
 import time
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['Logprob', 'CompletionOutput', 'RequestOutput']
 
-# %% ../chapters/06_engine.ipynb #c018
+# %% ../chapters/06_engine.ipynb #c020
 """What the engine hands back: vLLM-shaped request and completion outputs (chapter 06)."""
 from dataclasses import dataclass, field
 

@@ -4,7 +4,7 @@
 __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CPU_KV_CACHE_BYTES', 'parse_device', 'parse_dtype',
            'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig']
 
-# %% ../../chapters/06_engine.ipynb #c021
+# %% ../../chapters/06_engine.ipynb #c023
 """Everything the engine is built from, checked at the door and resolved against the model (chapter 06)."""
 import dataclasses
 import importlib

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['EngineStats', 'make_executor', 'LLMEngine']
 
-# %% ../../chapters/06_engine.ipynb #c035
+# %% ../../chapters/06_engine.ipynb #c037
 """The engine loop: requests in, one scheduled + sampled step at a time, output deltas out (chapter 06)."""
 import importlib
 import importlib.util
@@ -21,7 +21,7 @@ from .scheduler import Scheduler, SchedulerConfig
 from .sequence import Sequence
 from ..model.loader import load_config, resolve_model_path
 from ..outputs import CompletionOutput, Logprob, RequestOutput
-from ..sampling import Sampler, SamplingParams, StepLogprobs
+from ..sampling import Sampler, SamplingParams, StepLogprobs, apply_penalties
 
 
 @dataclass
@@ -108,7 +108,7 @@ def _load_tokenizer(config: EngineConfig, model_path):
     path = model_path if config.tokenizer is None else resolve_model_path(config.tokenizer)
     return load_tokenizer(path)
 
-# %% ../../chapters/06_engine.ipynb #c036
+# %% ../../chapters/06_engine.ipynb #c038
 class LLMEngine:
     """Requests in, tokens out: scheduler + model runner + sampler, one step at a time."""
 
@@ -213,7 +213,7 @@ class LLMEngine:
     def _lean_temperature(self, p: SamplingParams, generator) -> float | None:
         """The row's temperature if plain temperature sampling draws it (no filters, no own seed), else None."""
         if (generator is not None or 0 < p.top_k < self.vocab_size or p.top_p < 1.0 or p.min_p > 0
-                or p.logprobs is not None):  # log-probabilities come from the eager sampler's logits
+                or p.logprobs is not None or p.has_penalties):  # the eager sampler does these
             return None
         return 0.0 if p.greedy else p.temperature
 
@@ -381,6 +381,10 @@ class LLMEngine:
                 rows += [r] * len(banned)
                 cols += sorted(banned)
         with torch.inference_mode():
+            params = [s.params for s in seqs]
+            if any(p.has_penalties for p in params):
+                logits = apply_penalties(logits, params, [s.prompt_token_ids for s in seqs],
+                                         [s.output_token_ids for s in seqs])
             if rows:
                 dev = logits.device
                 index = (torch.tensor(rows, device=dev), torch.tensor(cols, device=dev))

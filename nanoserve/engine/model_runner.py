@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['logger', 'StepInputs', 'CarriedTokens', 'build_step_inputs', 'pack_to_device', 'ModelRunner']
 
-# %% ../../chapters/06_engine.ipynb #c024
+# %% ../../chapters/06_engine.ipynb #c026
 """Turn a scheduled batch into flat tensors, run the model on them, return the logits to sample (chapter 06)."""
 import itertools
 import logging
@@ -108,7 +108,7 @@ def pack_to_device(tensors: list, device: torch.device) -> list:
     packed = host.to(device, non_blocking=True)
     return [packed[o:o + t.numel() * t.element_size()].view(t.dtype).view(t.shape) for t, o in zip(tensors, offsets)]
 
-# %% ../../chapters/06_engine.ipynb #c029
+# %% ../../chapters/06_engine.ipynb #c031
 class ModelRunner:
     """Owns the model, its KV cache and attention backend on one device; prepares and runs steps."""
 

@@ -12,6 +12,7 @@ import numpy as np
 import torch
 
 from .model_runner import CarriedTokens
+from .scheduler import PLACEHOLDER, ScheduledBatch
 
 
 @dataclass
@@ -32,6 +33,21 @@ class InFlightStep:
         return [] if self.host is None else self.host.tolist()
 
 
+def _needs_host_tokens(batch) -> bool:
+    """True when a sampling sequence with penalties still has a placeholder (its history is not all on the host)."""
+    return any(seq.params is not None and seq.params.has_penalties and seq.token_ids[-1] == PLACEHOLDER
+               for seq, samples in zip(batch.seqs, batch.samples) if samples)
+
+
+def _without_finished(batch) -> ScheduledBatch:
+    """`batch` minus the sequences that stopped since it was scheduled (their blocks are already freed)."""
+    keep = [i for i, seq in enumerate(batch.seqs) if not seq.is_finished]
+    if len(keep) == len(batch.seqs):
+        return batch
+    return ScheduledBatch([batch.seqs[i] for i in keep], [batch.num_new_tokens[i] for i in keep],
+                          [batch.samples[i] for i in keep], batch.preempted)
+
+
 class OverlappedLoop:
     """`LLMEngine.step` with the host one step ahead of the GPU (async scheduling)."""
 
@@ -44,14 +60,19 @@ class OverlappedLoop:
         engine, scheduler = self.engine, self.engine.scheduler
         start = time.perf_counter()
         batch = scheduler.schedule()
-        launched = None
-        if not batch.is_empty:
-            launched = self._launch(batch)
-        elif self.in_flight is None:
-            if scheduler.has_unfinished():
+        outputs = []
+        if self.in_flight is not None and _needs_host_tokens(batch):
+            # penalties count the previous token on the host: finish that step first (no overlap this once)
+            outputs = self._finish(self.in_flight, finished_only)
+            self.in_flight = None
+            batch = _without_finished(batch)
+        if batch.is_empty and self.in_flight is None:
+            if not outputs and scheduler.has_unfinished():
                 raise RuntimeError("the scheduler made no progress although requests are waiting")
-            return []
-        outputs = self._finish(self.in_flight, finished_only) if self.in_flight is not None else []
+            return outputs
+        launched = None if batch.is_empty else self._launch(batch)
+        if self.in_flight is not None:
+            outputs = self._finish(self.in_flight, finished_only)
         self.in_flight = None
         if launched is not None:
             decode_tokens = engine._count_decodes(batch)

@@ -7,7 +7,7 @@ from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.cuda_graph import DecodeGraphs
 from nanoserve.engine.engine import LLMEngine
 from nanoserve.engine.model_runner import CarriedTokens
-from nanoserve.engine.scheduler import PLACEHOLDER, Scheduler, SchedulerConfig
+from nanoserve.engine.scheduler import PLACEHOLDER, ScheduledBatch, Scheduler, SchedulerConfig
 from nanoserve.engine.sequence import Sequence
 from nanoserve.kv.blocks import BlockManager
 from nanoserve.model.tiny import make_tiny_checkpoint
@@ -122,3 +122,20 @@ def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint):
     assert e.block_manager.num_free_blocks == e.num_kv_blocks
     e.add_request([6, 7, 8], params, request_id="again")  # the engine goes on as before
     assert drain(e, {})["again"] == want
+
+
+def test_a_batch_loses_sequences_that_stopped_before_it_launched():
+    from nanoserve.engine.overlap import _needs_host_tokens, _without_finished
+
+    sched = scheduler()
+    a = Sequence(0, [1, 2], max_tokens=5, params=SamplingParams(repetition_penalty=1.2))
+    b = Sequence(1, [3, 4], max_tokens=5, params=SamplingParams())
+    for s in (a, b):
+        sched.add(s)
+    sched.advance(sched.schedule())  # both prefilled, placeholders pending
+    batch = sched.schedule()
+    assert _needs_host_tokens(batch)  # a's penalty counts its last token, which is still on its way
+    sched.finish(b, "stop")  # found when the tokens came back
+    kept = _without_finished(batch)
+    assert kept.seqs == [a] and kept.num_new_tokens == [1] and kept.samples == [True]
+    assert not _needs_host_tokens(ScheduledBatch([b], [1], [True]))
