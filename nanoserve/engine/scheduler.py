@@ -182,21 +182,23 @@ class Scheduler:
             budget -= n
         return budget
 
-    def _match_prefix(self, seq: Sequence) -> int:
-        """Give a fresh sequence the cached blocks of its longest known prefix; return hit tokens."""
+    def _match_prefix(self, seq: Sequence) -> int | None:
+        """Give a fresh sequence the cached blocks of its longest known prefix; return hit tokens
+        (None when no lookup was made: no prefix cache, or the sequence already holds blocks)."""
         if not self._prefix_caching or seq.num_computed_tokens or seq.block_table:
-            return 0
+            return None
         seq.block_table = self.block_manager.match_prefix(seq.token_ids)
         hits = len(seq.block_table) * self.block_manager.block_size
         seq.num_computed_tokens = seq.num_cached_tokens = hits
         return hits
 
-    def _release(self, seq: Sequence, hits: int) -> None:
-        """Undo `_match_prefix` for a sequence that stays waiting."""
-        if hits:
-            self.block_manager.free(seq.block_table)
-            seq.block_table = []
-            seq.num_computed_tokens = seq.num_cached_tokens = 0
+    def _release(self, seq: Sequence, hits: int | None) -> None:
+        """Undo `_match_prefix` for a sequence that stays waiting: its blocks, and its lookup in the hit counters."""
+        if hits is None:
+            return
+        self.block_manager.unmatch(seq.block_table, seq.num_tokens)
+        seq.block_table = []
+        seq.num_computed_tokens = seq.num_cached_tokens = 0
 
     def _take(self, batch: ScheduledBatch, seq: Sequence, n: int, need: int) -> None:
         """Reserve KV slots for `n` more tokens of `seq` (`need` new blocks) and put them in the batch."""

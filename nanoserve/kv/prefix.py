@@ -78,6 +78,13 @@ class PrefixCachingBlockManager(BlockManager):
         self.hit_tokens += len(matched) * bs
         return matched
 
+    def unmatch(self, table: list, num_query_tokens: int) -> None:
+        """Take back a `match_prefix` whose sequence was not admitted after all: free its blocks and
+        remove the lookup from the hit counters, so a prompt that waits is counted once, when it runs."""
+        self.query_tokens -= num_query_tokens
+        self.hit_tokens -= len(table) * self.block_size
+        self.free(table)
+
     def cache_blocks(self, table: list, token_ids: Sequence, num_computed_tokens: int) -> None:
         """Register every block of `table` that is full within the first num_computed_tokens tokens."""
         if not 0 <= num_computed_tokens <= len(token_ids):

@@ -321,3 +321,24 @@ def test_fast_paths_skip_only_calls_that_would_do_nothing(w):
                 bm.cache_blocks(seq.block_table, seq.token_ids, seq.num_computed_tokens)
             assert (dict(bm._index), dict(bm._cached)) == state
     assert not sched.has_unfinished() and bm.num_free_blocks == bm.num_blocks
+
+
+def test_a_prompt_that_waits_is_counted_once_by_the_prefix_cache():
+    """A lookup for a sequence that then stays waiting is taken back: hit counters count each admission once."""
+    sched, bm = make(num_blocks=7, block_size=4, budget=64, max_model_len=40, manager=PrefixCachingBlockManager)
+    shared = list(range(1, 13))  # three full blocks
+    first = Sequence(0, shared + list(range(40, 47)), max_tokens=4)  # 19 + 4 tokens: 6 blocks at the end
+    sched.add(first)
+    batch = sched.schedule()
+    sched.update(batch, [fake_token(first)])  # prefilled: its first three blocks are cached
+    big = Sequence(1, shared + list(range(60, 70)), max_tokens=2)  # 3 cached + 3 new blocks: waits for first
+    sched.add(big)
+    waited = 0
+    while sched.has_unfinished():
+        batch = sched.schedule()
+        waited += big.status is SequenceStatus.WAITING
+        sched.update(batch, [fake_token(s) if x else None for s, x in zip(batch.seqs, batch.samples)])
+    assert waited >= 2, "big was meant to wait for a few steps"
+    assert bm.query_tokens == first.num_prompt_tokens + big.num_prompt_tokens
+    assert bm.hit_tokens == 12  # big's three shared blocks, counted once
+    assert bm.num_free_blocks == bm.num_blocks
