@@ -2,7 +2,7 @@
 
 # %% auto #0
 __all__ = ['logger', 'PREFILL_TOKEN_BUCKETS', 'decode_buckets', 'bucket_for', 'PaddedDecode', 'pad_decode_inputs', 'DecodeGraphs',
-           'CudaGraphModelRunner', 'prefill_bucket_for', 'PrefillGraphs']
+           'CudaGraphModelRunner', 'PrefillGraphs']
 
 # %% ../../chapters/08_cuda_graphs.ipynb #c009
 """CUDA-graph capture and replay of the decode forward, with batch-size buckets and padding lanes."""
@@ -118,6 +118,21 @@ def _padded_table(block_tables, width):
     return table
 
 
+def _carried_input_ids(input_ids, carry_src, last_tokens):
+    """Inside a graph: each row's staged input id, or where `carry_src` >= 0 the token `last_tokens` holds there."""
+    return torch.where(carry_src >= 0, last_tokens[carry_src.clamp(min=0)], input_ids)
+
+
+def _stage_carry(carry_src, carry, last_tokens) -> None:
+    """Fill a staged `carry_src` column from a CarriedTokens (-1: use the staged id) and put its tokens in `last_tokens`."""
+    carry_src[:] = -1
+    if carry is None:
+        return
+    carry_src[carry.rows] = carry.src
+    if carry.tokens.data_ptr() != last_tokens.data_ptr():  # sampled eagerly, not by a graph: copy them over
+        last_tokens[:carry.tokens.numel()].copy_(carry.tokens)
+
+
 class DecodeGraphs:
     """The model's decode forward captured once per bucket: static inputs, one shared pool, replay by batch size.
 
@@ -178,8 +193,7 @@ class DecodeGraphs:
 
     def _lane_input_ids(self, bs):
         """Each lane's input id: the staged one, or where `carry_src` >= 0 a token the last replay sampled."""
-        src = self.carry_src[:bs]
-        return torch.where(src >= 0, self.last_tokens[src.clamp(min=0)], self.input_ids[:bs])
+        return _carried_input_ids(self.input_ids[:bs], self.carry_src[:bs], self.last_tokens)
 
     def _sample_tokens(self, bs, generator):
         """LM head + per-row temperature sampling of bucket `bs` (greedy rows take the argmax)."""
@@ -221,7 +235,7 @@ class DecodeGraphs:
         return 1 <= num_seqs <= self.buckets[-1]
 
     def _stage(self, input_ids, positions, slot_mapping, context_lens, block_tables, temperature=None,
-               greedy=None, carry_src=None):
+               greedy=None, carry=None):
         """Write real rows then padding lanes into a pinned copy of the static buffer; ONE copy to the GPU."""
         n = len(input_ids)
         host, view = _pinned_views(self._static, self._fields)
@@ -239,8 +253,7 @@ class DecodeGraphs:
         view["temperature"][n:] = 1.0
         view["greedy"][:n] = 1 if greedy is None else greedy
         view["greedy"][n:] = 1
-        view["carry_src"][:n] = -1 if carry_src is None else carry_src
-        view["carry_src"][n:] = -1
+        _stage_carry(view["carry_src"], carry, self.last_tokens)
         self._static.copy_(host, non_blocking=True)
 
     def _prepare(self, input_ids, positions, slot_mapping, context_lens, block_tables, carry=None, **sampling):
@@ -252,13 +265,7 @@ class DecodeGraphs:
         columns = [np.asarray(x) for x in (input_ids, positions, slot_mapping, context_lens)]
         if any(len(c) != n for c in columns) or len(block_tables) != n:
             raise ValueError("decode inputs must all have one entry per sequence")
-        carry_src = None
-        if carry is not None:  # lanes whose input is a token the previous step left on the device
-            carry_src = np.full(n, -1, np.int64)
-            carry_src[carry.rows] = carry.src
-            if carry.tokens.data_ptr() != self.last_tokens.data_ptr():  # sampled eagerly, not by a graph
-                self.last_tokens[:carry.tokens.numel()].copy_(carry.tokens)
-        self._stage(*columns, _padded_table(block_tables, self.table_width), carry_src=carry_src, **sampling)
+        self._stage(*columns, _padded_table(block_tables, self.table_width), carry=carry, **sampling)
         return n, bs
 
     def replay(self, input_ids, positions, slot_mapping, context_lens, block_tables, carry=None):
@@ -353,12 +360,6 @@ class CudaGraphModelRunner(ModelRunner):
 PREFILL_TOKEN_BUCKETS = (16, 32, 64, 128, 256, 512)
 
 
-def prefill_bucket_for(num_tokens, buckets=PREFILL_TOKEN_BUCKETS):
-    """The smallest token bucket that holds `num_tokens`, or None when the step is too long for a graph."""
-    i = bisect.bisect_left(buckets, num_tokens)
-    return buckets[i] if i < len(buckets) else None
-
-
 class PrefillGraphs:
     """Short prefill (and mixed) steps captured per token bucket: up to `max_seqs` sequences, any cached context.
 
@@ -406,8 +407,7 @@ class PrefillGraphs:
     def _forward(self, bucket, batch):
         """What each graph holds: carried input ids, the forward, and the LM head on the sampling rows."""
         x = self.inputs
-        src = x["carry_src"][:bucket]
-        ids = torch.where(src >= 0, self.last_tokens[src.clamp(min=0)], x["input_ids"][:bucket])
+        ids = _carried_input_ids(x["input_ids"][:bucket], x["carry_src"][:bucket], self.last_tokens)
         hidden = self.model(ids, x["positions"][:bucket], batch)
         return self.model.compute_logits(hidden[x["logits_indices"]])
 
@@ -415,7 +415,7 @@ class PrefillGraphs:
         """The bucket that replays `step`, or None (a decode, too many tokens or sequences, no graphs)."""
         if step.is_decode or len(step.context_lens) > self.max_seqs:
             return None
-        return prefill_bucket_for(step.num_tokens, self.buckets)
+        return bucket_for(step.num_tokens, self.buckets)
 
     def stage(self, step, carry=None) -> None:
         """Write `step` (padded as the class docstring says) into a pinned copy of the buffers; ONE copy over."""
@@ -424,11 +424,7 @@ class PrefillGraphs:
         for name, pad in (("input_ids", 0), ("positions", 0), ("slot_mapping", -1)):
             x[name][:t] = getattr(step, name).numpy()
             x[name][t:] = pad
-        x["carry_src"][:] = -1
-        if carry is not None:
-            x["carry_src"][carry.rows] = carry.src
-            if carry.tokens.data_ptr() != self.last_tokens.data_ptr():  # sampled eagerly: make it readable here
-                self.last_tokens[:carry.tokens.numel()].copy_(carry.tokens)
+        _stage_carry(x["carry_src"], carry, self.last_tokens)
         for name in ("cu_seqlens_q", "cu_seqlens_k"):
             x[name][:b + 1] = getattr(step, name).numpy()
             x[name][b + 1:] = x[name][b]  # empty sequences

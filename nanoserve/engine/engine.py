@@ -390,7 +390,7 @@ class LLMEngine:
                 index = (torch.tensor(rows, device=dev), torch.tensor(cols, device=dev))
                 logits = logits.index_put(index, torch.tensor(-torch.inf, dtype=logits.dtype, device=dev))
             gens = [self._completions[s.seq_id].generator for s in seqs]
-            return self.sampler(logits, [s.params for s in seqs], gens)
+            return self.sampler(logits, params, gens)
 
     def _stop_checker(self, seq: Sequence):
         """Called by the scheduler after each appended token: "stop" for eos, stop tokens or stop strings."""

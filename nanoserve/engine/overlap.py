@@ -13,6 +13,7 @@ import torch
 
 from .model_runner import CarriedTokens
 from .scheduler import PLACEHOLDER, ScheduledBatch
+from ..sampling import host_copy
 
 
 @dataclass
@@ -93,8 +94,7 @@ class OverlappedLoop:
         if logprobs is not None:
             logprobs = logprobs.to_host(non_blocking=True)
         if tokens.is_cuda:  # start the copy now; wait for it only after the next step is enqueued
-            host = torch.empty(tokens.shape, dtype=tokens.dtype, pin_memory=True)
-            host.copy_(tokens, non_blocking=True)
+            host = host_copy(tokens, non_blocking=True)
             ready = torch.cuda.Event()
             ready.record()
         return InFlightStep(sampling, tokens, host, ready, {s.seq_id: i for i, s in enumerate(sampling)}, logprobs)

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 import torch
-import transformers
+from hf_reference import hf_greedy, hf_model
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
@@ -27,23 +27,19 @@ def checkpoint(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def hf_model(checkpoint):
-    return transformers.Qwen3ForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).eval()
+def model(checkpoint):
+    return hf_model(checkpoint)
 
 
 @pytest.fixture(scope="module")
-def reference(hf_model):
+def reference(model):
     """Memoised transformers greedy continuation of (prompt, max_tokens)."""
     cache = {}
 
     def greedy(prompt, max_tokens):
         key = (tuple(prompt), max_tokens)
         if key not in cache:
-            ids = torch.tensor([prompt])
-            with torch.no_grad():
-                out = hf_model.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=max_tokens,
-                                        min_new_tokens=max_tokens, do_sample=False, pad_token_id=0)
-            cache[key] = out[0, len(prompt):].tolist()
+            cache[key] = hf_greedy(model, prompt, max_tokens)
         return cache[key]
 
     return greedy

@@ -3,7 +3,7 @@ import dataclasses
 
 import pytest
 import torch
-import transformers
+from hf_reference import hf_model
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
@@ -21,7 +21,7 @@ def checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf(checkpoint):
-    return transformers.Qwen3ForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).eval()
+    return hf_model(checkpoint)
 
 
 def make_llm(checkpoint, overlap, **kwargs):

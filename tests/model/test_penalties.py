@@ -1,7 +1,7 @@
 """Repetition, presence and frequency penalties: transformers' repetition penalty token for token, the others by formula."""
 import pytest
 import torch
-import transformers
+from hf_reference import hf_greedy, hf_model
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
@@ -18,20 +18,12 @@ def checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def hf(checkpoint):
-    return transformers.Qwen3ForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).eval()
+    return hf_model(checkpoint)
 
 
 def llm_of(checkpoint, overlap):
     return LLM(str(checkpoint), device="cpu", dtype="float32", skip_tokenizer_init=True, block_size=4,
                num_kv_blocks=64, async_scheduling=overlap)
-
-
-def hf_greedy(hf, prompt, n, **kwargs):
-    ids = torch.tensor([prompt])
-    with torch.no_grad():
-        out = hf.generate(ids, attention_mask=torch.ones_like(ids), max_new_tokens=n, min_new_tokens=n,
-                          do_sample=False, pad_token_id=0, **kwargs)
-    return out[0, len(prompt):].tolist()
 
 
 def reference_greedy(hf, prompt, n, presence, frequency):

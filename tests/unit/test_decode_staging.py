@@ -76,13 +76,13 @@ def test_graph_sampler_math_equals_eager_sampler():
 def test_prefill_staging_pads_sequences_and_rows():
     """PrefillGraphs' staging (CPU, nothing captured): empty sequence slots, rows of no sequence, logits rows."""
     from nanoserve.attention.torch_ref import TorchAttentionBackend
-    from nanoserve.engine.cuda_graph import PrefillGraphs, prefill_bucket_for
+    from nanoserve.engine.cuda_graph import PREFILL_TOKEN_BUCKETS, PrefillGraphs, bucket_for
     from nanoserve.engine.model_runner import CarriedTokens, build_step_inputs
 
     class Capturable(TorchAttentionBackend):
         supports_cuda_graphs = True
 
-    assert [prefill_bucket_for(n) for n in (1, 16, 17, 512, 513)] == [16, 16, 32, 512, None]
+    assert [bucket_for(n, PREFILL_TOKEN_BUCKETS) for n in (1, 16, 17, 512, 513)] == [16, 16, 32, 512, None]
     last = torch.zeros(4, dtype=torch.int64)
     g = PrefillGraphs(None, [], Capturable(), max_model_len=16, block_size=4, last_tokens=last, device="cpu",
                       buckets=(8, 16), max_seqs=3)
