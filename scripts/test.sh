@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Set up .venv (CPU-only torch) and run the whole test suite:
-# package/notebook sync, static chapter checks, then pytest over the chapters (nbval) and tests/.
+# package/notebook sync, static chapter checks, every chapter run top to bottom (as Run All does),
+# then pytest over the chapters (nbval) and tests/.
 # Every stage runs even when an earlier one fails; the exit status is non-zero if any failed.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
@@ -15,6 +16,9 @@ echo "== notebooks vs package"
 
 echo "== static chapter checks"
 "$VPY" tools/nb.py static || failed+=("nb.py static")
+
+echo "== every chapter top to bottom, as JupyterLab's Run All runs it (no cell skipped)"
+"$VPY" scripts/run_course.py || failed+=("run_course.py")
 
 echo "== pytest (chapters under nbval, tests/)"
 "$VPY" -m pytest --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \

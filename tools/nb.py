@@ -12,8 +12,10 @@ from pathlib import Path
 ROOT = Path(os.environ.get("NANOSERVE_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 CHAPTERS = ROOT / "chapters"
 PACKAGE = ROOT / "nanoserve"
-HAND_WRITTEN = {"__init__.py"}  # every other module under nanoserve/ is generated from a chapter
-SKIP_TAGS = {"gpu", "multigpu"}
+HAND_WRITTEN = {"__init__.py"}  # file names; every other module under nanoserve/ is generated from a chapter
+HAND_WRITTEN_DIRS = {"course"}  # course plumbing (GPU-cell recordings), not part of the engine
+GPU_TAGS = {"gpu": 1, "multigpu": 2}  # cell tag -> CUDA GPUs the cell needs
+KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
 
 def chapter_paths(chapters: Path = CHAPTERS):
@@ -41,7 +43,7 @@ def generated_files(lib_path: Path) -> dict:
     out = {}
     for p in sorted(lib_path.rglob("*.py")):
         rel = p.relative_to(lib_path)
-        if rel.name in HAND_WRITTEN:
+        if rel.name in HAND_WRITTEN or rel.parts[0] in HAND_WRITTEN_DIRS:
             continue
         out[str(rel)] = p.read_text()
     return out
@@ -70,49 +72,25 @@ def check_sync() -> int:
     return 0
 
 
-def _has_cuda(n: int = 1) -> bool:
-    try:
-        import torch
-        return torch.cuda.is_available() and torch.cuda.device_count() >= n
-    except Exception:
-        return False
-
-
 def execute(nb_path: Path, timeout: int = 600, cwd: Path | None = None) -> None:
-    """Execute a chapter in place; cells tagged gpu/multigpu keep their recorded outputs without a GPU."""
+    """Execute every cell of a chapter in place, as Run All does (GPU cells replay recordings without CUDA)."""
     import nbformat
     from nbconvert.preprocessors import ExecutePreprocessor
 
-    can_run = {"gpu": _has_cuda(1), "multigpu": _has_cuda(2)}
-
-    class ChapterExecutor(ExecutePreprocessor):
-        def preprocess_cell(self, cell, resources, index):
-            tags = set(cell.get("metadata", {}).get("tags", []))
-            if any(not can_run[t] for t in tags & SKIP_TAGS):
-                return cell, resources
-            return super().preprocess_cell(cell, resources, index)
-
     nb = nbformat.read(str(nb_path), as_version=4)
-    ChapterExecutor(timeout=timeout, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(cwd or CHAPTERS)}})
+    ExecutePreprocessor(timeout=timeout, kernel_name="python3").preprocess(nb, {"metadata": {"path": str(cwd or CHAPTERS)}})
     nbformat.write(nb, str(nb_path))
 
 
 def build(draft: Path, run: bool = True) -> Path:
-    """Turn a jupytext percent draft into chapters/<name>.ipynb, keeping recorded gpu outputs."""
+    """Turn a jupytext percent draft into chapters/<name>.ipynb, export the package, execute the chapter."""
     import jupytext
     import nbformat
 
     target = CHAPTERS / (draft.stem + ".ipynb")
     nb = jupytext.read(str(draft))
     nb.metadata.pop("jupytext", None)
-    nb.metadata["kernelspec"] = {"display_name": "Python 3", "language": "python", "name": "python3"}
-    if target.exists():  # carry recorded outputs of skipped gpu cells over, matched by source
-        old = nbformat.read(str(target), as_version=4)
-        recorded = {c.source: c for c in old.cells if c.cell_type == "code" and SKIP_TAGS & set(c.metadata.get("tags", []))}
-        for c in nb.cells:
-            if c.cell_type == "code" and c.source in recorded:
-                c.outputs = recorded[c.source].outputs
-                c.execution_count = recorded[c.source].execution_count
+    nb.metadata["kernelspec"] = dict(KERNELSPEC)  # as ipykernel names itself, so JupyterLab does not rewrite it
     for i, c in enumerate(nb.cells):  # stable ids keep the generated modules' comments stable
         c["id"] = f"c{i:03d}"
     nbformat.write(nb, str(target))
@@ -144,37 +122,58 @@ def static_checks() -> int:
 
 
 def notebook_problems(nb_path: Path) -> list:
-    """Problems of one chapter: over 1 MB, execution counts not 1..n in order, a gpu cell that is not a leaf."""
+    """Problems of one chapter: size, execution order, GPU cells (leaves, marked, recorded, current)."""
     problems = []
     if nb_path.stat().st_size > 1_000_000:
         problems.append(": larger than 1 MB")
     nb = json.loads(nb_path.read_text())
-    counts, in_order, expected, skipped = [], True, 1, 0
-    gpu_only = set()  # names whose latest definition is in a gpu/multigpu cell
+    if nb.get("metadata", {}).get("kernelspec") != KERNELSPEC:
+        problems.append(f": kernelspec is not {KERNELSPEC} (JupyterLab would rewrite it on opening)")
+    recordings = _recordings_of(nb_path)
+    counts = []
+    gpu_only = set()  # names whose latest definition is in a GPU cell
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] != "code":
             continue
         tags = set(cell.get("metadata", {}).get("tags", []))
         src = "".join(cell["source"])
-        if tags & SKIP_TAGS:
+        counts.append(cell.get("execution_count"))
+        problems += [f" cell {i}: {p}" for p in gpu_cell_problems(src, tags, recordings)]
+        if tags & set(GPU_TAGS):
             gpu_only |= _defined_names(src)
-            skipped += 1  # a GPU run numbers these cells too, leaving gaps in the untagged counts
             continue
         used = _used_names(src) & gpu_only
         if used:
-            problems.append(f" cell {i}: uses {sorted(used)} defined only in a gpu cell")
+            problems.append(f" cell {i}: uses {sorted(used)} defined only in a GPU cell")
         gpu_only -= _defined_names(src)
-        count = cell.get("execution_count")
-        counts.append(count)
-        if not isinstance(count, int) or not expected <= count <= expected + skipped:
-            in_order = False
-        else:
-            expected = count + 1
-        skipped = 0
-    if not in_order:
-        problems.append(f": execution counts of untagged cells are {counts}, expected 1..{len(counts)} "
-                        "in order (re-run the whole chapter: python tools/nb.py run)")
+    if counts != list(range(1, len(counts) + 1)):
+        problems.append(f": execution counts are {counts}, expected 1..{len(counts)} in order "
+                        "(re-run the whole chapter: python tools/nb.py run)")
     return problems
+
+
+def _recordings_of(nb_path: Path) -> dict:
+    """The chapter's recorded GPU cells (chapters/recordings/<stem>.json), {} when it has none."""
+    path = nb_path.parent / "recordings" / f"{nb_path.stem}.json"
+    return json.loads(path.read_text())["cells"] if path.exists() else {}
+
+
+def gpu_cell_problems(src: str, tags: set, recordings: dict) -> list:
+    """A GPU cell must carry a marker that matches its tag and a recording made from its current source."""
+    from nanoserve.course.recordings import parse_marker
+
+    marker = parse_marker(src)
+    needs = max((GPU_TAGS[t] for t in tags & set(GPU_TAGS)), default=0)
+    if marker is None:
+        return [f"tagged {sorted(tags & set(GPU_TAGS))} but has no GPU-cell marker line"] if needs else []
+    gpus, name = marker
+    if gpus != needs:
+        return [f"marker says {gpus} GPU(s), tags say {needs}"]
+    if name not in recordings:
+        return [f"no recording \"{name}\" in recordings/ (record it on a GPU machine: scripts/gpu/run_gpu_cells.py)"]
+    if recordings[name]["source"] != src.split("\n", 1)[1]:
+        return [f"recording \"{name}\" was made from different code; re-record it on a GPU machine"]
+    return []
 
 
 def _parse(src: str):

@@ -1,43 +1,52 @@
-"""Write outputs recorded on a GPU machine (run_gpu_cells.py) into the committed chapters' gpu cells.
+"""Copy GPU-cell recordings made on a GPU machine (run_gpu_cells.py) into chapters/recordings/.
 
-Usage: python scripts/gpu/merge_gpu_outputs.py RESULTS/07_flash_attention.gpu.json [...]
+Usage: python scripts/gpu/merge_gpu_outputs.py RESULTS/07_flash_attention.json [...]
 
-Each JSON names its chapter (`chapters/<stem>.ipynb`). A cell is updated only when its id and its source
-both match what ran on the GPU; anything else is reported and left alone (re-run the GPU cells then).
-Outputs become nbformat outputs with execution_count None. Exit status 1 when some cell did not match.
+Each JSON names its chapter. A recording replaces the chapter's recording of the same name only when the
+cell's current source (without its marker line) is the source that ran on the GPU; anything else is reported
+and left alone (re-run the GPU cells then). Afterwards re-execute the chapter on the CPU
+(`python tools/nb.py run chapters/<chapter>.ipynb`) so its saved outputs show the new recordings.
+Exit status 1 when some recording did not match its cell.
 """
 import argparse
+import json
 import sys
 from pathlib import Path
 
-import json
-
 ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT))
+from nanoserve.course.recordings import parse_marker  # noqa: E402
+
+
+def current_gpu_cells(nb_path):
+    """Recording name -> current source (without the marker line) of a chapter's GPU cells."""
+    cells = json.loads(Path(nb_path).read_text())["cells"]
+    found = {}
+    for cell in cells:
+        source = "".join(cell["source"])
+        marker = parse_marker(source) if cell["cell_type"] == "code" else None
+        if marker:
+            found[marker[1]] = source.split("\n", 1)[1]
+    return found
 
 
 def merge(json_path, chapters_dir):
-    """Merge one recorded JSON into its chapter; return the number of recorded cells that did not match."""
-    import nbformat
-
-    recorded = json.loads(Path(json_path).read_text())
-    stem = Path(json_path).name.removesuffix(".gpu.json")
-    nb_path = chapters_dir / f"{stem}.ipynb"
-    nb = nbformat.read(str(nb_path), as_version=4)
-    cells = {c.get("id"): c for c in nb.cells if c.cell_type == "code"}
+    """Merge one results JSON into its chapter's recordings; return how many recordings did not match."""
+    results = json.loads(Path(json_path).read_text())
+    stem = results["chapter"]
+    sources = current_gpu_cells(chapters_dir / f"{stem}.ipynb")
+    target = chapters_dir / "recordings" / f"{stem}.json"
+    book = json.loads(target.read_text()) if target.exists() else {"chapter": stem, "cells": {}}
     missed = 0
-    for cell_id, rec in recorded.items():
-        cell = cells.get(cell_id)
-        if cell is None or cell.source != rec["source"]:
-            print(f"{nb_path.name}: cell {cell_id} changed since the GPU run; left alone")
+    for name, rec in results["cells"].items():
+        if sources.get(name) != rec["source"]:
+            print(f"{stem}: GPU cell \"{name}\" changed since the GPU run (or is gone); left alone")
             missed += 1
             continue
-        cell.outputs = [nbformat.from_dict(o) for o in rec["outputs"]]
-        for o in cell.outputs:
-            if o.get("output_type") == "execute_result":
-                o["execution_count"] = None
-        cell.execution_count = None
-    nbformat.write(nb, str(nb_path))
-    print(f"{nb_path.name}: merged {len(recorded) - missed} of {len(recorded)} gpu cells")
+        book["cells"][name] = rec
+    target.parent.mkdir(exist_ok=True)
+    target.write_text(json.dumps(book, indent=1, ensure_ascii=False) + "\n")
+    print(f"{stem}: merged {len(results['cells']) - missed} of {len(results['cells'])} recordings into {target}")
     return missed
 
 

@@ -1,16 +1,19 @@
-"""Run chapters as plain Python on a GPU machine (no Jupyter there) and record the outputs of their gpu cells.
+"""Run chapters as plain Python on a GPU machine (no Jupyter there) and record the outputs of their GPU cells.
 
 Usage: python scripts/gpu/run_gpu_cells.py chapters/07_flash_attention.ipynb [...] [--out DIR]
 
 Every code cell of a chapter runs in order in one namespace (working directory: chapters/, as under
-Jupyter), with stdout/stderr captured per cell and matplotlib on the Agg backend. For the cells tagged
-`gpu` or `multigpu`, `DIR/<chapter>.gpu.json` gets `{cell_id: {"source": ..., "outputs": [...]}}` with
-nbformat outputs (streams, a final expression's repr, errors); `scripts/gpu/merge_gpu_outputs.py`
-writes them into the committed notebooks. Exit status 1 if any cell raised.
+Jupyter), with stdout/stderr captured per cell and matplotlib on the Agg backend. For each GPU cell (first
+line `# GPU cell (needs N CUDA GPUs): recording "NAME"`), `DIR/<chapter>.json` gets the recording in the
+format of chapters/recordings/: source (without the marker line), outputs (streams with progress-bar
+carriage returns collapsed, a final expression's repr, figures as PNG), device, date and command.
+`scripts/gpu/merge_gpu_outputs.py` copies them into chapters/recordings/. Exit status 1 if any cell raised.
 """
 import argparse
 import ast
+import base64
 import contextlib
+import datetime
 import io
 import json
 import os
@@ -19,7 +22,8 @@ import time
 import traceback
 from pathlib import Path
 
-GPU_TAGS = {"gpu", "multigpu"}
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from nanoserve.course.recordings import parse_marker  # noqa: E402
 
 
 def split_last_expression(source):
@@ -47,13 +51,41 @@ def run_cell(source, namespace):
                              "traceback": traceback.format_exc().splitlines()}
     for name, buf in (("stdout", out), ("stderr", err)):
         if buf.getvalue():
-            outputs.append({"output_type": "stream", "name": name, "text": buf.getvalue()})
+            outputs.append({"output_type": "stream", "name": name, "text": collapse_carriage_returns(buf.getvalue())})
     if value is not None:
         outputs.append({"output_type": "execute_result", "execution_count": None, "metadata": {},
                         "data": {"text/plain": repr(value)}})
+    outputs += figure_outputs()
     if failed:
         outputs.append(outputs_error)
     return outputs, failed
+
+
+def collapse_carriage_returns(text):
+    """Keep what a terminal shows of each line: the part after its last carriage return."""
+    return "\n".join(line.rsplit("\r", 1)[-1] for line in text.split("\n"))
+
+
+def figure_outputs():
+    """Every open matplotlib figure as a PNG display output; the figures are closed."""
+    import matplotlib.pyplot as plt
+
+    outputs = []
+    for num in plt.get_fignums():
+        buf = io.BytesIO()
+        plt.figure(num).savefig(buf, format="png", bbox_inches="tight")
+        outputs.append({"output_type": "display_data", "metadata": {},
+                        "data": {"image/png": base64.b64encode(buf.getvalue()).decode(), "text/plain": "<Figure>"}})
+    plt.close("all")
+    return outputs
+
+
+def device_name(gpus):
+    """How the recording names the machine, e.g. 'an NVIDIA H200' or 'two NVIDIA H200 GPUs'."""
+    import torch
+
+    name = torch.cuda.get_device_name(0)
+    return f"an {name}" if gpus == 1 else f"{['zero', 'one', 'two', 'three', 'four'][gpus]} {name} GPUs"
 
 
 def run_notebook(nb_path, out_dir):
@@ -61,6 +93,7 @@ def run_notebook(nb_path, out_dir):
     nb = json.loads(Path(nb_path).read_text())
     namespace = {"__name__": "__main__"}
     recorded, failures = {}, 0
+    today = datetime.date.today().isoformat()
     cwd = os.getcwd()
     os.chdir(Path(nb_path).resolve().parent)
     try:
@@ -68,23 +101,26 @@ def run_notebook(nb_path, out_dir):
             if cell["cell_type"] != "code":
                 continue
             source = "".join(cell["source"])
-            tags = set(cell.get("metadata", {}).get("tags", []))
+            marker = parse_marker(source)
             start = time.perf_counter()
             outputs, failed = run_cell(source, namespace)
             failures += failed
             cell_id = cell.get("id", f"index{i}")
-            print(f"[{Path(nb_path).stem}] cell {cell_id} {'gpu ' if tags & GPU_TAGS else ''}"
+            print(f"[{Path(nb_path).stem}] cell {cell_id} {'gpu ' if marker else ''}"
                   f"{'FAILED' if failed else 'ok'} {time.perf_counter() - start:.1f}s", file=sys.__stdout__, flush=True)
-            if failed or tags & GPU_TAGS:
+            if failed or marker:
                 for o in outputs:
                     text = o.get("text") or "\n".join(o.get("traceback", [])) or o.get("data", {}).get("text/plain", "")
                     print(text[-3000:], file=sys.__stdout__, flush=True)
-            if tags & GPU_TAGS:
-                recorded[cell_id] = {"source": source, "outputs": outputs}
+            if marker and not failed:
+                gpus, name = marker
+                recorded[name] = {"needs_gpus": gpus, "device": device_name(gpus), "recorded": today,
+                                  "command": f"python scripts/gpu/run_gpu_cells.py chapters/{Path(nb_path).name}",
+                                  "source": source.split("\n", 1)[1], "outputs": outputs}
     finally:
         os.chdir(cwd)
-    target = Path(out_dir) / f"{Path(nb_path).stem}.gpu.json"
-    target.write_text(json.dumps(recorded, indent=1))
+    target = Path(out_dir) / f"{Path(nb_path).stem}.json"
+    target.write_text(json.dumps({"chapter": Path(nb_path).stem, "cells": recorded}, indent=1, ensure_ascii=False) + "\n")
     print(f"wrote {target} ({len(recorded)} gpu cells, {failures} failed cells)", flush=True)
     return failures
 

@@ -33,9 +33,17 @@ def load_tool(root: Path):
     return module
 
 
-def write_chapter(path: Path, cells: list) -> None:
-    """Write a notebook from (source, tags, execution_count) triples."""
+GPU_MARKER = '# GPU cell (needs 1 CUDA GPU): recording "demo"\n'
+
+
+def write_chapter(path: Path, cells: list, recordings: dict | None = None) -> None:
+    """Write a notebook from (source, tags, execution_count) triples, and its recordings file if given."""
     nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    if recordings is not None:
+        (path.parent / "recordings").mkdir(parents=True, exist_ok=True)
+        (path.parent / "recordings" / f"{path.stem}.json").write_text(
+            json.dumps({"chapter": path.stem, "cells": recordings}))
     for i, (src, tags, count) in enumerate(cells):
         cell = nbformat.v4.new_code_cell(src, execution_count=count, id=f"c{i:03d}")
         if tags:
@@ -93,23 +101,58 @@ def test_hand_edited_generated_module_fails_check(repo_copy):
     assert result.returncode == 1 and OUT_OF_SYNC in result.stdout
 
 
+def recording_of(source: str, text: str = "on the GPU\n") -> dict:
+    """A recordings entry made from `source` (the cell without its marker line)."""
+    return {"needs_gpus": 1, "device": "an NVIDIA H200", "recorded": "2026-11-30", "command": "test",
+            "source": source, "outputs": [{"output_type": "stream", "name": "stdout", "text": text}]}
+
+
 def test_static_flags_untagged_cell_using_a_gpu_only_name(tmp_path):
     write_chapter(tmp_path / "chapters" / "01_leaky.ipynb", [
         ("import torch", [], 1),
-        ("fast = torch.ones(2, device='cuda')", ["gpu"], None),
-        ("print(fast.sum())", [], 2),
-    ])
+        (GPU_MARKER + "fast = torch.ones(2, device='cuda')", ["gpu"], 2),
+        ("print(fast.sum())", [], 3),
+    ], {"demo": recording_of("fast = torch.ones(2, device='cuda')")})
     problems = load_tool(tmp_path).notebook_problems(tmp_path / "chapters" / "01_leaky.ipynb")
-    assert any("fast" in p and "gpu cell" in p for p in problems), problems
+    assert problems == [" cell 2: uses ['fast'] defined only in a GPU cell"], problems
 
 
-def test_static_accepts_gpu_leaf_and_names_redefined_on_cpu(tmp_path):
+def test_static_accepts_recorded_gpu_leaf_and_names_redefined_on_cpu(tmp_path):
     write_chapter(tmp_path / "chapters" / "01_leaf.ipynb", [
         ("x = 1", [], 1),
-        ("y = x + 1\nprint(y)", ["gpu"], 3),  # numbered by an earlier GPU run
-        ("y = 5\nprint(x + y)", [], 2),
-    ])
+        (GPU_MARKER + "y = x + 1\nprint(y)", ["gpu"], 2),
+        ("y = 5\nprint(x + y)", [], 3),
+    ], {"demo": recording_of("y = x + 1\nprint(y)")})
     assert load_tool(tmp_path).notebook_problems(tmp_path / "chapters" / "01_leaf.ipynb") == []
+
+
+@pytest.mark.parametrize("source, recordings, expected", [
+    ("y = 2", {"demo": recording_of("y = 2")}, "no GPU-cell marker line"),
+    (GPU_MARKER + "y = 2", {}, 'no recording "demo"'),
+    (GPU_MARKER + "y = 3", {"demo": recording_of("y = 2")}, "made from different code"),
+    (GPU_MARKER.replace("1 CUDA GPU", "2 CUDA GPUs") + "y = 2", {"demo": recording_of("y = 2")}, "marker says 2"),
+])
+def test_static_flags_gpu_cells_without_a_current_recording(tmp_path, source, recordings, expected):
+    write_chapter(tmp_path / "chapters" / "01_gpu.ipynb", [(source, ["gpu"], 1)], recordings)
+    problems = load_tool(tmp_path).notebook_problems(tmp_path / "chapters" / "01_gpu.ipynb")
+    assert len(problems) == 1 and expected in problems[0], problems
+
+
+def test_execute_replays_a_gpu_cell_without_cuda_and_runs_on(tmp_path):
+    chapter = tmp_path / "chapters" / "01_replay.ipynb"
+    write_chapter(chapter, [
+        ('from nanoserve.course.recordings import replay_gpu_cells\n'
+         'replay_gpu_cells("recordings/01_replay.json")', [], None),
+        (GPU_MARKER + "raise RuntimeError('no CUDA here')", ["gpu"], None),
+        ("print('after', 1 + 1)", [], None),
+    ], {"demo": recording_of("raise RuntimeError('no CUDA here')", "42 tok/s on the H200\n")})
+    tool = load_tool(tmp_path)
+    tool.execute(chapter, cwd=chapter.parent)
+    cells = nbformat.read(str(chapter), as_version=4).cells
+    gpu_text = "".join(o.get("text", "") for o in cells[1].outputs)
+    assert gpu_text.startswith("[recording] this cell needs a CUDA GPU") and "42 tok/s on the H200" in gpu_text
+    assert [o.output_type for o in cells[1].outputs] == ["stream"]
+    assert cells[2].outputs[0].text == "after 2\n"
 
 
 def test_static_flags_execution_counts_out_of_order(tmp_path):
@@ -136,3 +179,26 @@ def run_tool_copy(root: Path, *args: str) -> subprocess.CompletedProcess:
     (root / "tools").mkdir(exist_ok=True)
     shutil.copy(NB_TOOL, root / "tools" / "nb.py")
     return run_tool(root, *args)
+
+
+def load_script(name: str):
+    """Import a scripts/gpu/*.py file as a module."""
+    spec = importlib.util.spec_from_file_location(name, REPO / "scripts" / "gpu" / f"{name}.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_gpu_recorder_output_merges_into_a_current_recording(tmp_path, monkeypatch):
+    chapter = tmp_path / "chapters" / "01_rec.ipynb"
+    body = "import matplotlib.pyplot as plt\nprint('step 1\\rstep 2 done')\nplt.plot([1, 2])"
+    write_chapter(chapter, [("x = 1", [], 1), (GPU_MARKER + body, ["gpu"], 2)], {})
+    recorder = load_script("run_gpu_cells")
+    monkeypatch.setattr(recorder, "device_name", lambda gpus: "an NVIDIA H200")
+    monkeypatch.setenv("MPLBACKEND", "Agg")
+    assert recorder.run_notebook(chapter, tmp_path) == 0
+    assert load_script("merge_gpu_outputs").merge(tmp_path / "01_rec.json", chapter.parent) == 0
+    rec = json.loads((chapter.parent / "recordings" / "01_rec.json").read_text())["cells"]["demo"]
+    assert rec["outputs"][0]["text"] == "step 2 done\n"
+    assert [o["output_type"] for o in rec["outputs"]][-1] == "display_data"  # the figure, as a PNG
+    assert load_tool(tmp_path).notebook_problems(chapter) == []

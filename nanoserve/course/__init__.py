@@ -1,0 +1,1 @@
+"""Course plumbing that is not part of the engine (hand-written)."""
