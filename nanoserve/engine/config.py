@@ -2,9 +2,10 @@
 
 # %% auto #0
 __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CPU_KV_CACHE_BYTES', 'parse_device', 'parse_dtype',
-           'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig']
+           'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig',
+           'available_memory_bytes', 'kv_cache_fits', 'check_kv_cache_fits']
 
-# %% ../../chapters/06_engine.ipynb #c023
+# %% ../../chapters/06_engine.ipynb #c027
 """Everything the engine is built from, checked at the door and resolved against the model (chapter 06)."""
 import dataclasses
 import importlib
@@ -99,9 +100,16 @@ def kv_block_bytes(hf_config, block_size: int, dtype: torch.dtype, tensor_parall
 def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activations: int,
                        utilization: float) -> int:
     """Bytes the KV cache may take: this engine's share of the card after its own weights and
-    activations (vLLM's reading of gpu_memory_utilization), never more than is free beside them."""
+    activations (vLLM's reading of gpu_memory_utilization). A share larger than what is free
+    (another engine or process holds the rest) is refused rather than silently shrunk."""
     share = total * utilization - others - weights - activations
-    return int(min(share, free - activations))
+    if share > free - activations:
+        raise ValueError(
+            f"gpu_memory_utilization={utilization} asks for {share / 2**30:.2f} GiB of KV cache, but only "
+            f"{max(free - activations, 0) / 2**30:.2f} GiB is free beside this engine's activations (another "
+            "engine or process holds the rest): lower gpu_memory_utilization or set num_kv_blocks")
+    return int(share)
+
 
 
 @dataclass
@@ -126,6 +134,18 @@ class EngineConfig:
     attention_backend: str = "auto"
     fused_kernels: bool = True  # Triton norms/rotary/SiLU on CUDA (chapter 07); no effect on CPU
     async_scheduling: bool | None = None  # host one step ahead of the GPU (chapter 08); None: on CUDA at TP=1
+    tp_worker_timeout_s: float = 60.0  # a TP worker silent this long is killed and reported (chapter 09)
+    # vLLM's names for the rest (section 11): some map onto the above, some are refused unless default
+    revision: str | None = None  # the hub revision (branch, tag or commit) to download
+    download_dir: str | None = None  # the hub cache directory to download into
+    max_logprobs: int = 20  # the largest logprobs / prompt_logprobs a request may ask for
+    enable_chunked_prefill: bool = True  # False: every prompt in one step (the budget must hold max_model_len)
+    generation_config: str = "auto"  # "auto": default sampling from generation_config.json; "vllm": ignore it
+    trust_remote_code: bool = False  # accepted either way: nanoserve runs only its own Qwen3 code
+    tokenizer_mode: str = "auto"
+    kv_cache_dtype: str = "auto"  # the KV cache is stored in the model's dtype
+    quantization: str | None = None
+    disable_log_stats: bool = False  # accepted: nanoserve logs no periodic stats
 
     def __post_init__(self):
         if not isinstance(self.model, (str, os.PathLike)) or not str(self.model):
@@ -134,6 +154,11 @@ class EngineConfig:
         self.device = parse_device(self.device)
         self.dtype = parse_dtype(self.dtype)
         _check_int("seed", self.seed, low=-(1 << 63))
+        if self.seed >= 1 << 64:  # torch generators take 64-bit seeds
+            raise ValueError(f"seed must fit in 64 bits, got {self.seed}")
+        tok = self.tokenizer
+        if not (tok is None or isinstance(tok, (str, os.PathLike)) or hasattr(tok, "decode")):
+            raise TypeError(f"tokenizer must be a hub id, a local directory or a tokenizer object, got {tok!r}")
         _check_int("max_model_len", self.max_model_len, low=2, optional=True)
         _check_int("max_num_seqs", self.max_num_seqs)
         _check_int("max_num_batched_tokens", self.max_num_batched_tokens, optional=True)
@@ -150,8 +175,40 @@ class EngineConfig:
         if self.async_scheduling is not None:
             _check_bool("async_scheduling", self.async_scheduling)
         _check_int("tensor_parallel_size", self.tensor_parallel_size)
+        timeout = self.tp_worker_timeout_s
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+            raise ValueError(f"tp_worker_timeout_s must be a positive number of seconds, got {timeout!r}")
         if self.attention_backend not in BACKENDS:
             raise ValueError(f"attention_backend must be one of {BACKENDS}, got {self.attention_backend!r}")
+        self._check_vllm_options()
+
+    def _check_vllm_options(self) -> None:
+        """vLLM's keyword arguments: mapped where they mean something here, refused (by name) where not."""
+        for name in ("revision", "download_dir"):
+            value = getattr(self, name)
+            if value is not None and not isinstance(value, (str, os.PathLike)):
+                raise TypeError(f"{name} must be a str or None, got {value!r}")
+        _check_int("max_logprobs", self.max_logprobs, low=0)
+        for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats"):
+            _check_bool(name, getattr(self, name))
+        if self.generation_config not in ("auto", "vllm"):
+            raise ValueError(f"generation_config must be 'auto' (defaults from the checkpoint's "
+                             f"generation_config.json) or 'vllm' (ignore it), got {self.generation_config!r}")
+        if self.tokenizer_mode != "auto":
+            raise ValueError(f"tokenizer_mode={self.tokenizer_mode!r} is not supported: nanoserve loads the "
+                             "model's fast (tokenizers) tokenizer; use tokenizer_mode='auto'")
+        if self.kv_cache_dtype != "auto":
+            raise ValueError(f"kv_cache_dtype={self.kv_cache_dtype!r} is not supported: the KV cache is stored "
+                             "in the model's dtype; use kv_cache_dtype='auto'")
+        if self.quantization is not None:
+            raise ValueError(f"quantization={self.quantization!r} is not supported: nanoserve runs "
+                             "unquantized float32/bfloat16/float16 weights; use quantization=None")
+
+    def model_path(self):
+        """The checkpoint directory: `model` itself, or its hub snapshot at `revision` in `download_dir`."""
+        from nanoserve.model.loader import resolve_model_path
+
+        return resolve_model_path(self.model, revision=self.revision, download_dir=self.download_dir)
 
     def resolve(self, hf_config) -> "EngineConfig":
         """A copy with device, dtype, backend, block size and lengths fixed, checked against the model."""
@@ -181,6 +238,12 @@ class EngineConfig:
         # chunked prefill lets a long prompt span steps, so the budget need not cover max_model_len;
         # it bounds the activations of one step (and what the memory profiler reserves for them)
         batched = self.max_num_batched_tokens or max(MIN_BATCHED_TOKENS, self.max_num_seqs)
+        if not self.enable_chunked_prefill:  # vLLM's rule: the budget then defaults to (and must hold) max_model_len
+            if self.max_num_batched_tokens is None:
+                batched = max(batched, max_model_len)
+            elif batched < max_model_len:
+                raise ValueError(f"enable_chunked_prefill=False needs max_num_batched_tokens ({batched}) >= "
+                                 f"max_model_len ({max_model_len}): a whole prompt must fit in one step")
         tp = self.tensor_parallel_size
         for what in ("num_attention_heads", "num_key_value_heads"):
             heads = getattr(hf_config, what)
@@ -207,3 +270,35 @@ class EngineConfig:
         """Default cache size off-GPU: room for max_num_seqs full-length sequences, within 1 GiB."""
         wanted = self.max_num_seqs * math.ceil(self.max_model_len / self.block_size)
         return max(1, min(wanted, CPU_KV_CACHE_BYTES // block_bytes))
+
+# %% ../../chapters/06_engine.ipynb #c029
+def available_memory_bytes(device: torch.device) -> int:
+    """What a KV cache could take at most: free memory on a GPU, physical RAM on the host."""
+    if device.type == "cuda":
+        return torch.cuda.mem_get_info(device)[0]
+    try:
+        import psutil
+
+        return psutil.virtual_memory().total
+    except ImportError:
+        return os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+
+
+def kv_cache_fits(num_blocks: int, block_bytes: int, available: int, device_type: str) -> None:
+    """Raise, naming the arguments to change, unless `num_blocks` blocks of `block_bytes` fit in `available`."""
+    need = num_blocks * block_bytes
+    if need > available:
+        where = "free GPU memory" if device_type == "cuda" else "RAM"
+        raise ValueError(f"the KV cache would take {need / 2**30:.2f} GiB ({num_blocks} blocks of "
+                         f"{block_bytes} bytes) but there is {available / 2**30:.2f} GiB of {where}: "
+                         "lower num_kv_blocks or block_size"
+                         + (" (or gpu_memory_utilization)" if device_type == "cuda" else ""))
+
+
+def check_kv_cache_fits(config: "EngineConfig", hf_config) -> None:
+    """Before any weight is loaded: the asked-for cache (or at least one block) must fit in memory."""
+    block = kv_block_bytes(hf_config, config.block_size, config.dtype, config.tensor_parallel_size)
+    available = available_memory_bytes(config.device)
+    if config.num_kv_blocks is None and config.device.type != "cuda":
+        available = min(available, CPU_KV_CACHE_BYTES)  # the default CPU budget must hold a block
+    kv_cache_fits(config.num_kv_blocks or 1, block, available, config.device.type)

@@ -412,8 +412,8 @@ class PrefillGraphs:
         return self.model.compute_logits(hidden[x["logits_indices"]])
 
     def bucket_for(self, step):
-        """The bucket that replays `step`, or None (a decode, too many tokens or sequences, no graphs)."""
-        if step.is_decode or len(step.context_lens) > self.max_seqs:
+        """The bucket that replays `step`, or None (a decode, too many tokens, sequences or logits rows)."""
+        if step.is_decode or len(step.context_lens) > self.max_seqs or len(step.logits_indices) > self.max_seqs:
             return None
         return bucket_for(step.num_tokens, self.buckets)
 

@@ -3,53 +3,79 @@
 # %% auto #0
 __all__ = ['IncrementalDetokenizer']
 
-# %% ../../chapters/06_engine.ipynb #c035
+# %% ../../chapters/06_engine.ipynb #c041
 """Token ids -> text, a few tokens at a time, finding stop strings as they appear (chapter 06)."""
+
+
+def _decode_stream(tokenizer, skip_special_tokens: bool):
+    """A `tokenizers` DecodeStream for a fast tokenizer whose decode adds no clean-up, else None."""
+    backend = getattr(tokenizer, "backend_tokenizer", None)
+    if backend is None or getattr(tokenizer, "clean_up_tokenization_spaces", False):
+        return None
+    try:
+        from tokenizers.decoders import DecodeStream
+    except ImportError:  # tokenizers older than 0.21
+        return None
+    return backend, DecodeStream(skip_special_tokens=skip_special_tokens)
 
 
 class IncrementalDetokenizer:
     """Decodes a growing list of output tokens into text, finds stop strings, and hands out deltas."""
 
-    def __init__(self, tokenizer, stop: list | None = None, window: int = 6):
+    def __init__(self, tokenizer, stop: list | None = None, window: int = 6, *, skip_special_tokens: bool = True,
+                 include_stop_str_in_output: bool = False):
         self.tokenizer = tokenizer
         self.stop = list(stop or [])
-        self.hold = max((len(s) for s in self.stop), default=1) - 1  # chars that might start a stop string
+        self.include_stop = include_stop_str_in_output
+        self.lookback = max((len(s) for s in self.stop), default=1) - 1  # chars that might start a stop string
+        self.hold = 0 if include_stop_str_in_output else self.lookback  # held back from deltas
         self.window = window  # tokens of left context decoded with each new token
+        self.skip_special_tokens = skip_special_tokens
         self.token_ids: list = []
         self.text = ""
         self.num_sent = 0  # characters of `text` already handed out
         self.stop_string = None  # the stop string found, once one is
         self._prefix_offset = 0
         self._read_offset = 0
+        self._stream = _decode_stream(tokenizer, skip_special_tokens)
 
     def _decode(self, ids: list) -> str:
-        return self.tokenizer.decode(ids, skip_special_tokens=True)
+        return self.tokenizer.decode(ids, skip_special_tokens=self.skip_special_tokens)
+
+    def _new_text(self, t: int) -> str:
+        """The text token `t` completes ("" while a character is still incomplete)."""
+        if self._stream is not None:
+            backend, stream = self._stream
+            return stream.step(backend, t) or ""
+        # decode a short window so a multi-token character or a merge with the left
+        # neighbour comes out right, then keep only what the newest tokens added
+        before = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
+        after = self._decode(self.token_ids[self._prefix_offset:])
+        if len(after) <= len(before) or after.endswith("\ufffd"):
+            return ""  # an incomplete UTF-8 character: wait for the next token
+        self._read_offset = len(self.token_ids)
+        self._prefix_offset = max(self._read_offset - self.window, 0)
+        return after[len(before):]
 
     def add(self, token_ids: list) -> str | None:
-        """Feed new tokens; return the stop string if the text now contains one (text cut before it)."""
+        """Feed new tokens; return the stop string if the text now contains one (text cut at it)."""
         for t in token_ids:
             if self.stop_string is not None:
                 break
             self.token_ids.append(t)
-            # decode a short window so a multi-token character or a merge with the left
-            # neighbour comes out right, then keep only what the newest tokens added
-            before = self._decode(self.token_ids[self._prefix_offset:self._read_offset])
-            after = self._decode(self.token_ids[self._prefix_offset:])
-            if len(after) <= len(before) or after.endswith("\ufffd"):
-                continue  # an incomplete UTF-8 character: wait for the next token
-            searched_from = max(0, len(self.text) - self.hold)
-            self.text += after[len(before):]
-            self._read_offset = len(self.token_ids)
-            self._prefix_offset = max(self._read_offset - self.window, 0)
-            self._find_stop(searched_from)
+            new = self._new_text(t)
+            if new:
+                searched_from = max(0, len(self.text) - self.lookback)
+                self.text += new
+                self._find_stop(searched_from)
         return self.stop_string
 
     def _find_stop(self, start: int) -> None:
-        """Cut the text before the earliest stop string that ends in the new part."""
+        """Cut the text before (or, with include_stop_str_in_output, after) the earliest stop string."""
         hits = [(i, s) for s in self.stop if (i := self.text.find(s, start)) >= 0]
         if hits:
             i, s = min(hits)
-            self.text, self.stop_string = self.text[:i], s
+            self.text, self.stop_string = self.text[:i + len(s) if self.include_stop else i], s
 
     def delta(self, finished: bool) -> str:
         """Text not handed out yet, keeping back a tail that could still grow into a stop string."""

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['logger', 'StepInputs', 'CarriedTokens', 'build_step_inputs', 'pack_to_device', 'ModelRunner']
 
-# %% ../../chapters/06_engine.ipynb #c026
+# %% ../../chapters/06_engine.ipynb #c032
 """Turn a scheduled batch into flat tensors, run the model on them, return the logits to sample (chapter 06)."""
 import itertools
 import logging
@@ -108,7 +108,7 @@ def pack_to_device(tensors: list, device: torch.device) -> list:
     packed = host.to(device, non_blocking=True)
     return [packed[o:o + t.numel() * t.element_size()].view(t.dtype).view(t.shape) for t, o in zip(tensors, offsets)]
 
-# %% ../../chapters/06_engine.ipynb #c031
+# %% ../../chapters/06_engine.ipynb #c037
 class ModelRunner:
     """Owns the model, its KV cache and attention backend on one device; prepares and runs steps."""
 
@@ -122,7 +122,7 @@ class ModelRunner:
         self.rank = rank
         self.block_size = config.block_size
         self.backend = backend_class(config.attention_backend)()
-        self.model = load_qwen3(config.model, dtype=self.dtype, device=self.device, layers=layers)
+        self.model = load_qwen3(config.model_path(), dtype=self.dtype, device=self.device, layers=layers)
         self.num_fused_modules = self._fuse_kernels() if config.fused_kernels else 0
         self.tp_size = getattr(layers, "tp_size", 1)
         # the RNG of rows without a seed of their own; the engine samples with it, and so do graphs (chapter 08)

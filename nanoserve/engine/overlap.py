@@ -35,8 +35,9 @@ class InFlightStep:
 
 
 def _needs_host_tokens(batch) -> bool:
-    """True when a sampling sequence with penalties still has a placeholder (its history is not all on the host)."""
-    return any(seq.params is not None and seq.params.has_penalties and seq.token_ids[-1] == PLACEHOLDER
+    """True when a sampling sequence with penalties or bad words still has a placeholder (its history is not
+    all on the host)."""
+    return any(seq.params is not None and seq.params.needs_output_history and seq.token_ids[-1] == PLACEHOLDER
                for seq, samples in zip(batch.seqs, batch.samples) if samples)
 
 
@@ -86,8 +87,9 @@ class OverlappedLoop:
         """Prepare and enqueue one step; its sampled tokens stay on the device, a copy to the host starts."""
         engine = self.engine
         sampling = [s for s, samples in zip(batch.seqs, batch.samples) if samples]
-        step = engine.executor.prepare(batch)
-        tokens, logprobs = engine._run_and_sample(step, sampling, carry=self._carry(batch), to_host=False)
+        step, prompt_rows = engine._prepare(batch)  # prompt rows: prompt logprobs (chapter 06, section 11)
+        tokens, logprobs = engine._run_and_sample(step, sampling, carry=self._carry(batch), to_host=False,
+                                                  prompt_rows=prompt_rows)
         if not sampling:
             return InFlightStep([], None, None, None)
         host, ready = tokens, None

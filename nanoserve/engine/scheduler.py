@@ -82,6 +82,7 @@ class Scheduler:
         self.waiting: deque = deque()
         self.running: list = []  # kept in arrival order: the last one is the newest
         self._next_arrival = 0
+        self.num_preemptions = 0  # over the scheduler's life: monitoring and soak tests read it
         self._prefix_caching = hasattr(block_manager, "match_prefix")
         self._caches_blocks = hasattr(block_manager, "cache_blocks")
 
@@ -187,6 +188,8 @@ class Scheduler:
         (None when no lookup was made: no prefix cache, or the sequence already holds blocks)."""
         if not self._prefix_caching or seq.num_computed_tokens or seq.block_table:
             return None
+        if getattr(seq.params, "prompt_logprobs", None) is not None:
+            return None  # as in vLLM: prompt logprobs need every prompt position computed (chapter 06)
         seq.block_table = self.block_manager.match_prefix(seq.token_ids)
         hits = len(seq.block_table) * self.block_manager.block_size
         seq.num_computed_tokens = seq.num_cached_tokens = hits
@@ -219,6 +222,7 @@ class Scheduler:
         seq.num_computed_tokens = seq.num_cached_tokens = 0
         seq.status = SequenceStatus.WAITING
         seq.num_preemptions += 1
+        self.num_preemptions += 1
         self.waiting.appendleft(seq)
 
     @staticmethod

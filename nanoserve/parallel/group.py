@@ -65,10 +65,41 @@ def _group_device(group: TPGroup) -> torch.device:
     name = group.process_group.name() if group.process_group is not None else "gloo"
     return torch.device("cuda", torch.cuda.current_device()) if name == "nccl" else torch.device("cpu")
 
+# %% auto #0
+__all__ = ['LOOPBACK', 'TPGroup', 'host_store', 'remove_store', 'connect_group']
 
-def connect_group(rank: int, size: int, port: int, backend: str = "gloo", host: str = "127.0.0.1",
-                  prefix: str = "tp", timeout_s: float = 120.0, store=None) -> TPGroup:
-    """Join (rank > 0) or host (rank 0 passes its `store`) the rendezvous at host:port and build a TPGroup.
+# %% ../../chapters/09_tensor_parallel.ipynb #c013
+import os
+import shutil
+import tempfile
+
+LOOPBACK = "127.0.0.1"
+
+
+def _file_store(path: str, size: int, timeout_s: float):
+    """The group's rendezvous: a FileStore every rank opens (no socket at all)."""
+    import torch.distributed as dist
+
+    store = dist.FileStore(str(path), size)
+    store.set_timeout(datetime.timedelta(seconds=timeout_s))
+    return store
+
+
+def host_store(size: int, timeout_s: float = 120.0):
+    """Rank 0's rendezvous in a fresh private directory: returns (store, path); workers open `path`."""
+    folder = tempfile.mkdtemp(prefix="nanoserve-tp-")  # 0700: only this user can see or join it
+    path = os.path.join(folder, "store")
+    return _file_store(path, size, timeout_s), path
+
+
+def remove_store(path) -> None:
+    """Delete the private directory host_store made."""
+    shutil.rmtree(os.path.dirname(str(path)), ignore_errors=True)
+
+
+def connect_group(rank: int, size: int, store_path: str, backend: str = "gloo", prefix: str = "tp",
+                  timeout_s: float = 120.0, store=None) -> TPGroup:
+    """Join the rendezvous at `store_path` (rank 0 passes its own `store`) and build a loopback-only TPGroup.
 
     No default process group is created: two engines in one process each get their own group.
     """
@@ -79,23 +110,14 @@ def connect_group(rank: int, size: int, port: int, backend: str = "gloo", host: 
     if size == 1:
         return TPGroup()
     timeout = datetime.timedelta(seconds=timeout_s)
-    if store is None:
-        store = dist.TCPStore(host, port, size, is_master=False, timeout=timeout)
-    store = dist.PrefixStore(prefix, store)
+    store = dist.PrefixStore(prefix, store if store is not None else _file_store(store_path, size, timeout_s))
     if backend == "nccl":
+        os.environ.setdefault("NCCL_SOCKET_IFNAME", "lo")  # bootstrap sockets on loopback; read at NCCL's init
         torch.cuda.set_device(rank)
         pg = dist.ProcessGroupNCCL(store, rank, size)
     else:
-        pg = dist.ProcessGroupGloo(store, rank, size, timeout)
+        opts = dist.ProcessGroupGloo._Options()
+        opts._devices = [dist.ProcessGroupGloo.create_device(hostname=LOOPBACK)]
+        opts._timeout = timeout
+        pg = dist.ProcessGroupGloo(store, rank, size, opts)
     return TPGroup(rank, size, pg)
-
-
-def host_store(size: int, host: str = "127.0.0.1", timeout_s: float = 120.0):
-    """Rank 0's rendezvous store on a free port the OS picks (read it back from `.port`)."""
-    import torch.distributed as dist
-
-    return dist.TCPStore(host, 0, size, is_master=True, wait_for_workers=False,
-                         timeout=datetime.timedelta(seconds=timeout_s))
-
-# %% auto #0
-__all__ = ['TPGroup', 'connect_group', 'host_store']

@@ -77,7 +77,7 @@ def gpu_memory_used_mib() -> list:
 def run(engine: LLMEngine, prompts: list, params: SamplingParams) -> tuple:
     """(token ids per prompt, output tokens, seconds) of one batch through the engine."""
     for i, p in enumerate(prompts):
-        engine.add_request(p, params, request_id=str(i))
+        engine.add_request(str(i), p, params)
     tokens = {}
     start = time.perf_counter()
     while engine.has_unfinished_requests():

@@ -94,3 +94,26 @@ def test_scheduler_step_button_advances(run_all):
 def test_flash_attention_runs_on_cpu(run_all):
     chapter = run_all("07_flash_attention.ipynb")
     assert_no_errors(chapter)
+
+
+@pytest.mark.parametrize("name, widget_cell, first_state", [
+    ("03_paged_kv.ipynb", "display_with_snapshot(pool_explorer", "img"),
+    ("05_scheduler.ipynb", "display_with_snapshot(scheduler_widget", "text=block pool"),
+])
+def test_widgets_show_their_first_state_before_running(lab, name, widget_cell, first_state):
+    chapter = Chapter(*lab, name)
+    try:
+        chapter.wait_for_kernel()
+        cell = chapter.page.locator(".jp-CodeCell", has_text=widget_cell).first
+        cell.scroll_into_view_if_needed()
+        output = cell.locator(".jp-OutputArea-output").first
+        output.wait_for(timeout=30_000)
+        chapter.screenshot("opened")
+        text = output.inner_text()
+        assert "interactive(children=" not in text and "VBox(children=" not in text, text[:200]
+        if first_state == "img":
+            assert output.locator("img").count() == 1, f"{name}: no picture of the widget's first state"
+        else:
+            assert first_state.removeprefix("text=") in text, f"{name}: the first state is not shown: {text[:200]}"
+    finally:
+        chapter.close()

@@ -16,7 +16,7 @@ def make_engine(path, tp: int) -> LLMEngine:
 
 def greedy(engine: LLMEngine, max_tokens: int = 12) -> dict:
     for p in PROMPTS:
-        engine.add_request(p, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True))
+        engine.add_request(None, p, SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True))
     tokens = {}
     while engine.has_unfinished_requests():
         for out in engine.step():

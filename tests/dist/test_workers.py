@@ -15,7 +15,7 @@ DIMS = dict(hidden=16, head_dim=4, n_heads=4, n_kv_heads=2, inter=32, vocab=50, 
 def test_two_pools_coexist_and_close_cleanly(gone):
     a, b = RankPool(2), RankPool(2)
     try:
-        assert a.port != b.port
+        assert a.store_path != b.store_path
         assert max(a.call(checks.layer_parity, DIMS).values()) < 1e-4
         assert max(b.call(checks.layer_parity, DIMS).values()) < 1e-4
     finally:

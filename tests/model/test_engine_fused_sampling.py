@@ -65,7 +65,7 @@ def test_step_deltas_and_generate_agree(checkpoint, overlap):
               SamplingParams(n=3, temperature=0.9, max_tokens=8, ignore_eos=True)]
     lean = _llm(checkpoint, overlap).generate(prompts, params, use_tqdm=False)
     llm = _llm(checkpoint, overlap)
-    ids = [llm.engine.add_request(p, sp, stream_text=False) for p, sp in zip(prompts, params)]
+    ids = [llm.engine.add_request(None, p, sp, stream_text=False) for p, sp in zip(prompts, params)]
     merged = {}
     while llm.engine.has_unfinished_requests():
         for d in llm.engine.step():

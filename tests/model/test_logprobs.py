@@ -76,7 +76,7 @@ def test_streamed_logprobs_merge_to_the_final_ones(checkpoint, overlap):
     prompt = {"prompt_token_ids": [5, 9, 2, 7]}
     final = make_llm(checkpoint, overlap).generate(prompt, params, use_tqdm=False)[0]
     engine = make_llm(checkpoint, overlap).engine
-    engine.add_request(prompt, params, request_id="r", stream_text=False)
+    engine.add_request("r", prompt, params, stream_text=False)
     merged = None
     while engine.has_unfinished_requests():
         for delta in engine.step():
@@ -93,8 +93,18 @@ def test_streamed_logprobs_merge_to_the_final_ones(checkpoint, overlap):
 def test_bad_logprobs_are_refused():
     with pytest.raises(ValueError, match="logprobs"):
         SamplingParams(logprobs=-1)
-    with pytest.raises(ValueError, match="logprobs"):
-        SamplingParams(logprobs=21)
     with pytest.raises(TypeError, match="logprobs"):
         SamplingParams(logprobs="5")
     assert dataclasses.replace(SamplingParams(logprobs=3), n=1).logprobs == 3
+
+
+def test_logprobs_are_bounded_by_max_logprobs(checkpoint):
+    """As in vLLM, the bound is the engine's max_logprobs (default 20), checked at its door."""
+    prompt = {"prompt_token_ids": [1, 2, 3]}
+    with pytest.raises(ValueError, match="max_logprobs"):
+        make_llm(checkpoint, False).generate(prompt, SamplingParams(logprobs=21), use_tqdm=False)
+    with pytest.raises(ValueError, match="prompt_logprobs"):
+        make_llm(checkpoint, False, max_logprobs=2).generate(prompt, SamplingParams(prompt_logprobs=3), use_tqdm=False)
+    out = make_llm(checkpoint, False, max_logprobs=30).generate(
+        prompt, SamplingParams(temperature=0, max_tokens=1, logprobs=25), use_tqdm=False)[0]
+    assert len(out.outputs[0].logprobs[0]) in (25, 26)

@@ -108,11 +108,11 @@ def drain(e, outs, calls=None):
 def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint):
     params = SamplingParams(temperature=0, max_tokens=6)
     sync = engine(checkpoint, overlap=False)
-    sync.add_request([6, 7, 8], params, request_id="kept")
+    sync.add_request("kept", [6, 7, 8], params)
     want = drain(sync, {})["kept"]
     e = engine(checkpoint)
-    e.add_request([1, 2, 3, 4, 5], params, request_id="gone")
-    e.add_request([6, 7, 8], params, request_id="kept")
+    e.add_request("gone", [1, 2, 3, 4, 5], params)
+    e.add_request("kept", [6, 7, 8], params)
     assert e.step() == []  # the first step is still "on the GPU"
     outs = drain(e, {}, calls=2)
     e.abort_request("gone")  # its next token is in flight right now
@@ -120,7 +120,7 @@ def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint):
     drain(e, outs)
     assert outs["kept"] == want and len(outs["gone"]) == gone_before
     assert e.block_manager.num_free_blocks == e.num_kv_blocks
-    e.add_request([6, 7, 8], params, request_id="again")  # the engine goes on as before
+    e.add_request("again", [6, 7, 8], params)  # the engine goes on as before
     assert drain(e, {})["again"] == want
 
 

@@ -1,11 +1,15 @@
 """The benchmark harness: workloads, floor, results files, report, bundles, and a tiny end-to-end run."""
 import json
 import random
+import tempfile
+import time
 
 import pytest
 
-from nanoserve.bench import engine_options, measure_latency, measure_throughput, parse_workloads, run_benchmark, \
-    run_parser
+import nanoserve.bench as bench
+from nanoserve.bench import engine_options, measure_latency, measure_throughput, parse_run_args, parse_workloads, \
+    run_benchmark, run_parser
+from nanoserve.bench_checks import BenchArgumentError, smoke_model_dir
 from nanoserve.bench_floor import H200_DATASHEET, decode_step_floor_s, model_cost, workload_floor
 from nanoserve.bench_results import (BUNDLE_SCHEMA, PROVENANCE_KEYS, SCHEMA, collect_provenance, latency_rows,
                                      load_results, make_bundle, report_markdown, result_filename, save_result,
@@ -273,3 +277,88 @@ def test_nanoserve_engine_smoke(tmp_path):
     assert tput["command"].startswith("python -m nanoserve.bench --engine nanoserve")
     assert set(PROVENANCE_KEYS) <= set(tput["provenance"]) and tput["startup"]["startup_s"] > 0
     assert set(results["latency"]["metrics"]["batches"]) == {"1", "2"}
+
+
+# ---- checks at the door and the cpu-smoke preset ---------------------------------------------
+class EngineBuilt(Exception):
+    """Raised instead of building an engine: the run got past every check."""
+
+
+@pytest.fixture
+def no_engine(monkeypatch):
+    def refuse(*args, **kwargs):
+        raise EngineBuilt
+
+    monkeypatch.setattr(bench, "make_engine", refuse)
+
+
+@pytest.fixture(scope="module")
+def tiny_model(tmp_path_factory):
+    return smoke_model_dir(tmp_path_factory.mktemp("smoke"))
+
+
+def test_gpu_defaults_on_a_tiny_model_fail_at_the_door_naming_each_fix(tiny_model, no_engine):
+    with pytest.raises(BenchArgumentError) as err:
+        run_benchmark(["--engine", "nanoserve", "--workload", "random", "--model", str(tiny_model), "--device", "cpu"])
+    lines = str(err.value).splitlines()
+    assert len(lines) == 3
+    assert "--max-model-len 4096" in lines[0] and "pass --max-model-len 2048 or less" in lines[0]
+    assert "vocabulary of 512 ids" in lines[1] and "pass --max-token-id 511 or less" in lines[1]
+    assert "267,932 output tokens" in lines[2] and "--preset cpu-smoke" in lines[2] and "--allow-long-cpu-run" in lines[2]
+
+
+def test_fixed_flags_pass_the_door(tiny_model, no_engine):
+    argv = ["--engine", "nanoserve", "--workload", "random", "--model", str(tiny_model), "--device", "cpu",
+            "--max-model-len", "2048", "--max-token-id", "511"]
+    with pytest.raises(BenchArgumentError, match=r"generates [0-9,]+ output tokens"):
+        run_benchmark(argv)
+    with pytest.raises(EngineBuilt):
+        run_benchmark(argv + ["--allow-long-cpu-run"])
+    with pytest.raises(EngineBuilt):
+        run_benchmark(argv + ["--num-requests", "4"])
+
+
+def test_a_request_longer_than_max_model_len_is_refused(tiny_model, no_engine):
+    with pytest.raises(BenchArgumentError, match="longest request needs 3072 tokens.*--max-model-len 2048"):
+        run_benchmark(["--engine", "nanoserve", "--workload", "shared-prefix", "--model", str(tiny_model),
+                       "--device", "cpu", "--max-model-len", "2048", "--max-token-id", "511", "--num-requests", "2"])
+
+
+def test_command_line_errors_are_one_line_each_without_a_traceback(tiny_model, no_engine, capsys):
+    assert bench.main(["--engine", "nanoserve", "--workload", "random", "--model", str(tiny_model),
+                       "--device", "cpu", "--num-requests", "4"]) == 2
+    err = capsys.readouterr().err
+    assert "Traceback" not in err
+    assert err.splitlines() == [line for line in err.splitlines() if line.startswith("python -m nanoserve.bench: error:")]
+    assert len(err.splitlines()) == 2  # the length and the vocabulary; four requests are fine on a CPU
+    with pytest.raises(SystemExit) as exit_:
+        bench.main(["--workload", "random"])
+    assert exit_.value.code == 2 and "--preset cpu-smoke" in capsys.readouterr().err
+
+
+def test_flags_given_with_a_preset_win(tiny_model):
+    args = parse_run_args(["--preset", "cpu-smoke", "--model", str(tiny_model), "--num-requests", "2"])
+    assert args.engine == "nanoserve" and args.device == "cpu" and args.progress is True
+    assert args.num_requests == 2 and args.model == str(tiny_model)
+
+
+def test_the_smoke_model_is_built_once_and_reused(tmp_path):
+    first = smoke_model_dir(tmp_path)
+    stamp = (first / "config.json").stat().st_mtime_ns
+    assert smoke_model_dir(tmp_path) == first and (first / "config.json").stat().st_mtime_ns == stamp
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["tiny-qwen3"]  # no half-built copy left behind
+
+
+def test_cpu_smoke_preset_runs_quickly_with_a_progress_bar(tmp_path, monkeypatch, capsys):
+    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the preset's model and results go here
+    start = time.perf_counter()
+    paths = run_benchmark(["--preset", "cpu-smoke"])
+    elapsed = time.perf_counter() - start
+    assert elapsed < 90, f"the cpu-smoke preset took {elapsed:.0f} s"
+    assert [p.parent for p in paths] == [tmp_path / "nanoserve-cpu-smoke" / "results"] * 2
+    results = {r["workload"]: r for r in load_results(paths[0].parent)}
+    assert set(results) == {"random", "latency"}
+    assert results["random"]["label"] == "cpu-smoke" and results["random"]["metrics"]["complete"]
+    assert results["random"]["command"] == "python -m nanoserve.bench --preset cpu-smoke"
+    err = capsys.readouterr().err
+    assert "nanoserve random: 100%" in err and "nanoserve latency: 100%" in err

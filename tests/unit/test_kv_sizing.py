@@ -1,4 +1,6 @@
 """KV-cache sizing on CUDA: gpu_memory_utilization is this engine's share, as in vLLM."""
+import pytest
+
 from nanoserve.engine.config import gpu_kv_cache_bytes
 
 GiB = 2**30
@@ -19,7 +21,9 @@ def test_a_second_engine_in_the_process_is_not_charged_for_the_first():
     assert second == first_cache > 0
 
 
-def test_never_more_than_is_free():
+def test_a_share_larger_than_what_is_free_is_refused_not_shrunk():
     total, others, weights, activations = 140 * GiB, GiB, 2 * GiB, 3 * GiB
     free = 10 * GiB  # another process holds most of the card
-    assert gpu_kv_cache_bytes(total, free, others, weights, activations, 0.9) == free - activations
+    with pytest.raises(ValueError, match="gpu_memory_utilization"):
+        gpu_kv_cache_bytes(total, free, others, weights, activations, 0.9)
+    assert gpu_kv_cache_bytes(total, free, others, weights, activations, 0.08) == int(0.08 * total) - 6 * GiB

@@ -153,11 +153,11 @@ def test_request_level_sampling_checks(llm):
 
 def test_engine_add_request_rejects_duplicates(llm):
     engine = llm.engine
-    engine.add_request([1, 2], GREEDY, request_id="a")
+    engine.add_request("a", [1, 2], GREEDY)
     with pytest.raises(ValueError, match="already in use"):
-        engine.add_request([1, 2], GREEDY, request_id="a")
+        engine.add_request("a", [1, 2], GREEDY)
     with pytest.raises(TypeError, match="request_id"):
-        engine.add_request([1, 2], GREEDY, request_id=7)
+        engine.add_request(7, [1, 2], GREEDY)
     engine.abort_request("a")
     assert not engine.has_unfinished_requests()
     assert engine.block_manager.num_free_blocks == 8
