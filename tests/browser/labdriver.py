@@ -213,7 +213,8 @@ class Chapter:
         self.page.wait_for_function(JS_FINISHED, timeout=timeout_s * 1000, polling=500)
         failure = self.page.evaluate("""() => window.__runAll.error ||
             document.querySelector('.jp-Dialog')?.innerText.replace(/\\s+/g, ' ').trim() ||
-            (window.__nb.sessionContext.session?.kernel?.status === 'idle' ? null : 'the kernel died')""")
+            (['dead', 'restarting', 'autorestarting', 'unknown'].includes(
+                window.__nb.sessionContext.session?.kernel?.status ?? 'dead') ? 'the kernel died' : null)""")
         if failure:
             raise RuntimeError(f"{self.name}: Run All failed in the page: {failure}")
         return time.monotonic() - start
