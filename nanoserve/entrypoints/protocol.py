@@ -47,12 +47,12 @@ class GenerateRequest:
 # body field -> SamplingParams field; the vLLM extras (top_k, min_p, ...) ride in the same JSON body
 SAMPLING_FIELDS = {name: name for name in (
     "n", "temperature", "top_p", "top_k", "min_p", "seed", "stop", "stop_token_ids", "ignore_eos",
-    "min_tokens", "repetition_penalty", "presence_penalty", "frequency_penalty")}
+    "min_tokens", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias",
+    "allowed_token_ids", "bad_words", "include_stop_str_in_output", "skip_special_tokens")}
 # fields whose non-default values this engine cannot honour: refusing beats silently ignoring
-UNSUPPORTED = {"echo": False, "suffix": None, "logit_bias": None, "tools": None, "tool_choice": None,
+UNSUPPORTED = {"echo": False, "suffix": None, "tools": None, "tool_choice": None,
                "functions": None, "function_call": None, "use_beam_search": False, "prompt_logprobs": None,
-               "include_stop_str_in_output": False, "guided_json": None, "guided_regex": None,
-               "guided_choice": None, "guided_grammar": None}
+               "guided_json": None, "guided_regex": None, "guided_choice": None, "guided_grammar": None}
 
 
 def _check_unsupported(body: dict) -> None:

@@ -71,3 +71,12 @@ def test_stop_string_ends_with_stop(client):
     r = client.completions.create(model=MODEL_NAME, prompt="Hello", max_tokens=8, temperature=0, stop=[stop],
                                   extra_body={"ignore_eos": True})
     assert r.choices[0].finish_reason == "stop" and stop not in r.choices[0].text
+
+
+def test_allowed_token_ids_and_logit_bias_steer_sampling(client):
+    only = client.completions.create(model=MODEL_NAME, prompt=[[1, 2, 3]], max_tokens=4, temperature=1.0, seed=3,
+                                     extra_body={"ignore_eos": True, "allowed_token_ids": [1479]})
+    biased = client.completions.create(model=MODEL_NAME, prompt=[[1, 2, 3]], max_tokens=4, temperature=0,
+                                       logit_bias={"1479": 100}, extra_body={"ignore_eos": True})
+    assert only.choices[0].text == biased.choices[0].text != ""
+    assert only.usage.completion_tokens == biased.usage.completion_tokens == 4

@@ -14,8 +14,17 @@ def test_vllm_extras_reach_sampling_params():
         (2, 5, 0.1, 1, 1.2, True, 3)
 
 
-@pytest.mark.parametrize("body,param", [({"prompt": "x", "seed": "1"}, "seed"), ({"prompt": "x", "logit_bias": {"1": 2}},
-                                        "logit_bias"), ({"prompt": "x", "best_of": 3}, "best_of"), ({"prompt": []}, "prompt")])
+def test_logit_processors_reach_sampling_params():
+    req = parse_completion_request({"prompt": "x", "logit_bias": {"7": 200}, "allowed_token_ids": [7, 9],
+                                    "bad_words": ["no"], "include_stop_str_in_output": True})
+    p = req.params
+    assert p.logit_bias == {7: 100.0}  # JSON keys are strings; biases are clamped to [-100, 100]
+    assert (p.allowed_token_ids, p.bad_words, p.include_stop_str_in_output) == ([7, 9], ["no"], True)
+
+
+@pytest.mark.parametrize("body,param", [({"prompt": "x", "seed": "1"}, "seed"), ({"prompt": "x", "prompt_logprobs": 1},
+                                        "prompt_logprobs"), ({"prompt": "x", "logit_bias": [1]}, "logit_bias"),
+                                       ({"prompt": "x", "best_of": 3}, "best_of"), ({"prompt": []}, "prompt")])
 def test_refusals_name_the_field(body, param):
     with pytest.raises(RequestError) as info:
         parse_completion_request(body)
