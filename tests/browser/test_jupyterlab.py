@@ -62,19 +62,23 @@ def assert_real_widgets(chapter, *selectors):
         assert chapter.page.locator(selector).count() > 0, f"{chapter.name}: no {selector} element rendered"
 
 
+def assert_view_changes(chapter, view, control, use, label):
+    """Use a widget control the way a learner would; the widget's output view must change."""
+    before = chapter.view_of(view)
+    control.scroll_into_view_if_needed()
+    use(control)
+    after = chapter.wait_for_change(view, before)
+    chapter.screenshot(label)
+    assert after != before
+
+
 def test_paged_kv_slider_redraws_the_pool(run_all):
     chapter = run_all("03_paged_kv.ipynb")
     assert_no_errors(chapter)
     assert_real_widgets(chapter, f"{INTERACT} .widget-slider", f"{INTERACT} .widget-output img")
 
-    before = chapter.view_of(INTERACT_OUTPUT)
     handle = chapter.page.locator(f"{INTERACT} .widget-slider .noUi-handle").first  # seq_0, the first sequence length
-    handle.scroll_into_view_if_needed()
-    handle.focus()
-    handle.press("ArrowRight")
-    after = chapter.wait_for_change(INTERACT_OUTPUT, before)
-    chapter.screenshot("after-slider")
-    assert after != before
+    assert_view_changes(chapter, INTERACT_OUTPUT, handle, lambda h: (h.focus(), h.press("ArrowRight")), "after-slider")
 
 
 def test_scheduler_step_button_advances(run_all):
@@ -82,13 +86,8 @@ def test_scheduler_step_button_advances(run_all):
     assert_no_errors(chapter)
     assert_real_widgets(chapter, ".widget-button")
 
-    before = chapter.view_of(STEPPER_OUTPUT)
     button = chapter.page.locator(".widget-button", has_text="step").first
-    button.scroll_into_view_if_needed()
-    button.click()
-    after = chapter.wait_for_change(STEPPER_OUTPUT, before)
-    chapter.screenshot("after-step")
-    assert after != before
+    assert_view_changes(chapter, STEPPER_OUTPUT, button, lambda b: b.click(), "after-step")
 
 
 def test_flash_attention_runs_on_cpu(run_all):
