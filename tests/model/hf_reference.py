@@ -3,9 +3,9 @@ import torch
 import transformers
 
 
-def hf_model(checkpoint) -> transformers.Qwen3ForCausalLM:
-    """The checkpoint in transformers, float32, eval mode."""
-    return transformers.Qwen3ForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).eval()
+def hf_model(checkpoint) -> transformers.PreTrainedModel:
+    """The checkpoint in transformers (its config's model class: Qwen3, Qwen2, Llama), float32, eval mode."""
+    return transformers.AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.float32).eval()
 
 
 def hf_greedy(model, prompt: list, n: int, **generate_kwargs) -> list:

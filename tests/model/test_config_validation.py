@@ -63,7 +63,8 @@ def test_kv_heads_must_divide_heads(checkpoint, tmp_path):
     ({"hidden_act": "gelu"}, "hidden_act 'gelu'"),
     ({"rope_scaling": {"rope_type": "yarn", "factor": 4.0, "original_max_position_embeddings": 512}},
      "rope_scaling.*'yarn'"),
-    ({"rope_parameters": {"rope_type": "linear", "factor": 2.0, "rope_theta": 10000.0}}, "rope_parameters.*'linear'"),
+    ({"rope_parameters": {"rope_type": "dynamic", "factor": 2.0, "rope_theta": 10000.0}}, "rope_parameters.*'dynamic'"),
+    ({"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0}}, "rope_parameters.factor"),
     ({"rope_scaling": "yarn"}, "rope_scaling must be an object"),
     ({"use_sliding_window": True, "sliding_window": 16}, "use_sliding_window"),
 ])
