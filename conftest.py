@@ -1,16 +1,9 @@
 """Skip tests marked gpu/multigpu on machines that lack the GPUs; run chapters as Jupyter does."""
 import pytest
 
+from nanoserve.course.recordings import cuda_device_count
+
 NEEDS = {"gpu": 1, "multigpu": 2}  # tag or marker -> CUDA devices required
-
-
-def cuda_device_count() -> int:
-    """Number of usable CUDA devices (0 when torch or CUDA is missing)."""
-    try:
-        import torch
-    except ImportError:
-        return 0
-    return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def requirements_of(item) -> set:

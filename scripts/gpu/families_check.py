@@ -22,7 +22,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 import torch  # noqa: E402
-from tp_check import Stage, run  # noqa: E402
+from tp_check import Stage, run, teacher_forced  # noqa: E402
 
 from nanoserve.engine.engine import LLMEngine  # noqa: E402
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config  # noqa: E402
@@ -47,26 +47,6 @@ LLAMA_3_2_1B_CONFIG = {
 FAMILIES = {"qwen2.5-0.5b": QWEN2_5_0_5B_CONFIG, "llama-3.2-1b": LLAMA_3_2_1B_CONFIG, "qwen3-0.6b": QWEN3_0_6B_CONFIG}
 
 
-def teacher_forced(checkpoint: Path, prompts: list, rows: list, margin: float = 0.02) -> dict:
-    """transformers (bf16, cuda) scores the engine's tokens: argmax, or within `margin` of the logit range of it?"""
-    import transformers
-
-    ref = transformers.AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.bfloat16).cuda().eval()
-    exact = within = total = 0
-    for prompt, gen in zip(prompts, rows):
-        ids = torch.tensor([prompt + gen], device="cuda")
-        with torch.no_grad():
-            logits = ref(ids, attention_mask=torch.ones_like(ids)).logits[0, len(prompt) - 1:-1].float()
-        chosen = logits.gather(1, torch.tensor(gen, device="cuda")[:, None])[:, 0]
-        best = logits.max(-1).values
-        exact += int((chosen == best).sum())
-        within += int((chosen >= best - margin * (best - logits.min(-1).values)).sum())
-        total += len(gen)
-    del ref
-    torch.cuda.empty_cache()
-    return dict(argmax=exact, within_margin=within, tokens=total)
-
-
 def check_family(name: str, config: dict, tmp: Path, a, check_prompts: list, bench_prompts: list) -> dict:
     with Stage(f"{name}: build random-weight bf16 checkpoint"):
         path = make_checkpoint_from_config(config, tmp / name, dtype=torch.bfloat16, with_tokenizer=False)
@@ -86,7 +66,7 @@ def check_family(name: str, config: dict, tmp: Path, a, check_prompts: list, ben
         del engine
         torch.cuda.empty_cache()
     with Stage(f"{name}: transformers teacher-forced check"):
-        agree = teacher_forced(path, check_prompts, rows)
+        agree = teacher_forced(path, check_prompts, {name: rows})[name]
     return dict(model_type=config["model_type"], attention_backend=backend, agreement=agree,
                 ok=agree["within_margin"] == agree["tokens"], output_tokens=n_out, seconds=round(seconds, 3),
                 output_tok_per_s=round(n_out / seconds, 1))

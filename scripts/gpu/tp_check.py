@@ -104,24 +104,27 @@ def count_replays(engine: LLMEngine) -> dict:
     return counter
 
 
+def score_rows(ref, prompts: list, rows: list, margin: float = 0.02) -> dict:
+    """Teacher-force each prompt + generated row through `ref`: is each token its argmax, or within a margin?"""
+    exact = within = total = 0
+    for prompt, gen in zip(prompts, rows):
+        ids = torch.tensor([prompt + gen], device="cuda")
+        with torch.no_grad():
+            logits = ref(ids, attention_mask=torch.ones_like(ids)).logits[0, len(prompt) - 1:-1].float()
+        chosen = logits.gather(1, torch.tensor(gen, device="cuda")[:, None])[:, 0]
+        best = logits.max(-1).values
+        exact += int((chosen == best).sum())
+        within += int((chosen >= best - margin * (best - logits.min(-1).values)).sum())
+        total += len(gen)
+    return dict(argmax=exact, within_margin=within, tokens=total)
+
+
 def teacher_forced(checkpoint: Path, prompts: list, generated: dict, margin: float = 0.02) -> dict:
-    """transformers (bf16, cuda:0) as the oracle: is each generated token its argmax, or within a margin of it?"""
+    """transformers (bf16, cuda:0) as the oracle for each {key: rows} set; the reference is loaded once."""
     import transformers
 
     ref = transformers.AutoModelForCausalLM.from_pretrained(str(checkpoint), dtype=torch.bfloat16).cuda().eval()
-    report = {}
-    for tp, rows in generated.items():
-        exact = within = total = 0
-        for prompt, gen in zip(prompts, rows):
-            ids = torch.tensor([prompt + gen], device="cuda")
-            with torch.no_grad():
-                logits = ref(ids, attention_mask=torch.ones_like(ids)).logits[0, len(prompt) - 1:-1].float()
-            chosen = logits.gather(1, torch.tensor(gen, device="cuda")[:, None])[:, 0]
-            best = logits.max(-1).values
-            exact += int((chosen == best).sum())
-            within += int((chosen >= best - margin * (best - logits.min(-1).values)).sum())
-            total += len(gen)
-        report[f"tp{tp}"] = dict(argmax=exact, within_margin=within, tokens=total)
+    report = {key: score_rows(ref, prompts, rows, margin) for key, rows in generated.items()}
     del ref
     torch.cuda.empty_cache()
     return report
@@ -205,7 +208,7 @@ def main() -> int:
                 del engine
         if graph_tokens:
             with Stage("graphs: teacher-forced check against transformers (bf16)"):
-                oracle = teacher_forced(bf16, check_prompts, graph_tokens)
+                oracle = teacher_forced(bf16, check_prompts, {f"tp{tp}": rows for tp, rows in graph_tokens.items()})
             same = sum(x == y for p1, p2 in zip(graph_tokens[1], graph_tokens[2]) for x, y in zip(p1, p2))
             total = sum(len(p) for p in graph_tokens[1])
             result["agreement_bf16_graphs"] = dict(equal_tokens=same, tokens=total, oracle=oracle)
