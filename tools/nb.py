@@ -20,7 +20,7 @@ KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "nam
 
 def chapter_paths(chapters: Path = CHAPTERS):
     """Every chapter notebook, in course order."""
-    return sorted(Path(chapters).glob("[0-9][0-9]_*.ipynb"))
+    return sorted(Path(chapters).glob("[0-9][0-9]_*.ipynb")) + sorted(Path(chapters).glob("A[0-9]_*.ipynb"))
 
 
 def export_all(lib_path: Path, chapters: Path = CHAPTERS) -> None:

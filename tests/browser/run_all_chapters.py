@@ -11,7 +11,7 @@ from labdriver import REPO, SHOTS, Chapter, chapters_source, course_in_lab, desc
 
 def chapter_names(wanted):
     """Notebook names of the chapters (NN_*.ipynb), limited to those whose stem starts with a wanted prefix."""
-    names = sorted(p.name for p in chapters_source().glob("[0-9][0-9]_*.ipynb"))
+    names = sorted(p.name for p in chapters_source().glob("[0-9A][0-9]_*.ipynb"))
     return [n for n in names if not wanted or any(n.startswith(w) for w in wanted)]
 
 
