@@ -8,6 +8,9 @@ import sys
 import tempfile
 from pathlib import Path
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from prose_numbers import prose_problems  # noqa: E402
+
 # NANOSERVE_ROOT lets tests point the tool at a scratch copy of the repository.
 ROOT = Path(os.environ.get("NANOSERVE_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 CHAPTERS = ROOT / "chapters"
@@ -111,10 +114,10 @@ def draft(nb_path: Path) -> Path:
 
 
 def static_checks() -> int:
-    """Size, execution order, and gpu-cells-are-leaves checks over every chapter."""
+    """Size, execution order, gpu-cells-are-leaves and numbers-in-prose checks over every chapter."""
     problems = []
     for nb_path in chapter_paths():
-        problems += [f"{nb_path.name}{p}" for p in notebook_problems(nb_path)]
+        problems += [f"{nb_path.name}{p}" for p in notebook_problems(nb_path) + prose_problems(nb_path)]
     for p in problems:
         print(p)
     print(f"static checks: {len(chapter_paths())} chapters, {len(problems)} problems")
@@ -213,6 +216,8 @@ def main(argv=None) -> int:
     b.add_argument("--no-run", action="store_true")
     e = sub.add_parser("run", help="execute chapters in place")
     e.add_argument("chapters", nargs="+", type=Path)
+    n = sub.add_parser("numbers", help="check the numbers quoted in chapters' prose against their outputs")
+    n.add_argument("chapters", nargs="+", type=Path)
     d = sub.add_parser("draft", help="chapter .ipynb -> drafts/<name>.py")
     d.add_argument("chapters", nargs="+", type=Path)
     a = ap.parse_args(argv)
@@ -231,6 +236,10 @@ def main(argv=None) -> int:
         for p in a.chapters:
             execute(p)
         return 0
+    if a.cmd == "numbers":
+        problems = [f"{p.name}{q}" for p in a.chapters for q in prose_problems(p)]
+        print("\n".join(problems + [f"numbers: {len(a.chapters)} chapters, {len(problems)} problems"]))
+        return 1 if problems else 0
     if a.cmd == "draft":
         for p in a.chapters:
             print("wrote", draft(p).relative_to(ROOT))

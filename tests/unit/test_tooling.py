@@ -175,9 +175,10 @@ def test_static_flags_oversized_chapter(tmp_path):
 
 
 def run_tool_copy(root: Path, *args: str) -> subprocess.CompletedProcess:
-    """Copy tools/nb.py under `root` and run it there."""
+    """Copy tools/nb.py (and the module it imports) under `root` and run it there."""
     (root / "tools").mkdir(exist_ok=True)
     shutil.copy(NB_TOOL, root / "tools" / "nb.py")
+    shutil.copy(NB_TOOL.parent / "prose_numbers.py", root / "tools" / "prose_numbers.py")
     return run_tool(root, *args)
 
 
@@ -202,3 +203,19 @@ def test_gpu_recorder_output_merges_into_a_current_recording(tmp_path, monkeypat
     assert rec["outputs"][0]["text"] == "step 2 done\n"
     assert [o["output_type"] for o in rec["outputs"]][-1] == "display_data"  # the figure, as a PNG
     assert load_tool(tmp_path).notebook_problems(chapter) == []
+
+
+def test_numbers_in_prose_must_be_marked_and_printed(tmp_path):
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    code = nbformat.v4.new_code_cell("print('step 4.2 ms, 4475 blocks')", execution_count=1, id="c000")
+    code.outputs = [nbformat.v4.new_output("stream", name="stdout", text="step 4.2 ms, 4475 blocks\n")]
+    prose = ("A step takes 4.2 ms<!--o--> with 4,475<!--o--> blocks on 80 GB<!--f--> of memory; "
+             "`9 ms` in code is ignored, $3 × 4$ too. It was 29 ms before, and 9.5×<!--o--> faster.")
+    nb.cells = [code, nbformat.v4.new_markdown_cell(prose, id="c001")]
+    path = tmp_path / "chapters" / "01_numbers.ipynb"
+    path.parent.mkdir(parents=True)
+    nbformat.write(nb, path)
+    problems = load_tool(tmp_path).prose_problems(path)
+    assert problems == [" cell 1: '29 ms' has no <!--o--> (printed result) or <!--f--> (fact) marker",
+                        " cell 1: '9.5×' is marked as a printed result but no output prints 9.5"]
