@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['LLM', 'check_conversations']
 
-# %% ../chapters/06_engine.ipynb #c056
+# %% ../chapters/06_engine.ipynb #c091
 """The user-facing API: LLM(model).generate(prompts, params), chat() and stream() (chapter 06)."""
 import time
 
@@ -161,6 +161,7 @@ class LLM:
         request = self.engine.process_request(prompt, params, stream_text=True)
         return _stream_deltas(self._router, request)
 
+# %% ../chapters/06_engine.ipynb #c093
 def _as_prompt_list(prompts) -> list:
     """One prompt (str or dict) or a list of them -> a list."""
     if isinstance(prompts, (str, dict)):
@@ -189,7 +190,7 @@ def _as_params_list(params, n: int, default=SamplingParams) -> list:
         return list(params)
     raise TypeError(f"sampling_params must be a SamplingParams or a list of them, got {type(params).__name__}")
 
-# %% ../chapters/06_engine.ipynb #c058
+# %% ../chapters/06_engine.ipynb #c095
 def _chat_template_kwargs(chat_template, add_generation_prompt, continue_final_message, tools, extra,
                           enable_thinking) -> dict:
     """apply_chat_template's keyword arguments from chat()'s, checked (errors name the argument)."""
@@ -239,7 +240,7 @@ def _unwrap(item) -> RequestOutput:
                            "(LLM.shutdown() or engine.abort_request)")
     return item
 
-# %% ../chapters/06_engine.ipynb #c060
+# %% ../chapters/06_engine.ipynb #c097
 def check_conversations(messages) -> list:
     """One conversation or a list of them -> a list of conversations whose contents are strings."""
     if not isinstance(messages, (list, tuple)) or not messages:

@@ -2,16 +2,14 @@
 
 # %% auto #0
 __all__ = ['GREEDY_TEMPERATURE', 'MAX_LOGPROBS', 'MIN_REPETITION_PENALTY', 'MAX_REPETITION_PENALTY', 'SamplingParams',
-           'derive_seed', 'Sampler', 'StepLogprobs', 'host_copy', 'apply_penalties', 'bad_word_bans',
-           'apply_logit_processors']
+           'derive_seed']
 
 # %% ../chapters/06_engine.ipynb #c003
-"""What to generate (SamplingParams) and how to draw the next token (Sampler) (chapter 06)."""
+"""What to generate: SamplingParams, vLLM's per-request settings, checked at the door (chapter 06)."""
 import dataclasses
+import functools
 import math
 from dataclasses import dataclass
-
-import torch
 
 GREEDY_TEMPERATURE = 1e-5  # below this, dividing by the temperature overflows: treat as greedy
 
@@ -45,7 +43,7 @@ MAX_LOGPROBS = 20  # vLLM's default cap on top log-probabilities per token
 # logits are float32: a penalty outside this range rounds to 0 or inf there and turns logits into inf/nan
 MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY = 1e-5, 1e5
 
-
+# %% ../chapters/06_engine.ipynb #c005
 @dataclass
 class SamplingParams:
     """Per-request generation settings, with vLLM's names and meanings; checked on creation.
@@ -182,189 +180,28 @@ class SamplingParams:
 
     @property
     def has_logit_processors(self) -> bool:
-        """True when logit_bias, allowed_token_ids or bad_words change the logits (eager sampler only)."""
+        """True when logit_bias, allowed_token_ids or bad_words change the logits."""
         return bool(self.logit_bias) or self.allowed_token_ids is not None or bool(self.bad_words)
 
     @property
     def needs_output_history(self) -> bool:
-        """True when this row's logits depend on the tokens generated so far (penalties, bad words)."""
-        return self.has_penalties or bool(self.bad_words)
+        """True when this row's logits depend on the tokens seen so far (penalties, logit processors)."""
+        return self.has_penalties or self.has_logit_processors
+
+    @functools.cached_property  # read every step for every row; the engine's copies never change
+    def is_plain(self) -> bool:
+        """True for greedy or plain temperature sampling: no own seed, filters, logit edits or logprobs."""
+        return (self.seed is None and self.top_k in (0, -1) and self.top_p == 1.0 and self.min_p == 0.0
+                and self.logprobs is None and self.prompt_logprobs is None and not self.needs_output_history)
 
     def for_completion(self, index: int) -> "SamplingParams":
         """Settings of the `index`-th of n completions: n=1 and, when seeded, a seed of its own."""
         seed = None if self.seed is None else derive_seed(self.seed, index)
         return dataclasses.replace(self, n=1, seed=seed)
 
-
+# %% ../chapters/06_engine.ipynb #c007
 def derive_seed(seed: int, index: int) -> int:
     """A distinct 63-bit seed per completion index; index 0 keeps the request's own seed."""
     if index == 0:
         return seed
     return (seed + index * 0x9E3779B97F4A7C15) % (1 << 63)
-
-# %% ../chapters/06_engine.ipynb #c012
-def _filter_mask(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor, min_p: torch.Tensor,
-                 need_sort: bool, need_min_p: bool) -> torch.Tensor:
-    """Boolean [rows, V] mask of tokens removed by top-k, then top-p, then min-p (per-row values)."""
-    removed = torch.zeros_like(logits, dtype=torch.bool)
-    if need_sort:
-        sorted_logits, order = logits.sort(dim=-1, descending=True)
-        rank = torch.arange(logits.shape[-1], device=logits.device).expand_as(sorted_logits)
-        drop = rank >= top_k.unsqueeze(1)  # top_k already holds V where it is off
-        sorted_logits = sorted_logits.masked_fill(drop, -math.inf)
-        probs = sorted_logits.softmax(dim=-1)
-        mass_before = probs.cumsum(dim=-1) - probs  # probability of the strictly better tokens
-        drop |= mass_before >= top_p.unsqueeze(1)
-        drop[:, 0] = False  # the best token always survives, even when top_p rounds to 0 in float32
-        removed = removed.scatter(-1, order, drop)
-    if need_min_p:  # decided on the host: asking the GPU would stall the step
-        probs = logits.masked_fill(removed, -math.inf).softmax(dim=-1)
-        removed |= probs < min_p.unsqueeze(1) * probs.amax(dim=-1, keepdim=True)
-    return removed
-
-
-class Sampler:
-    """Pick one token per row of logits, honouring each row's SamplingParams and seed."""
-
-    def __init__(self, generator: torch.Generator | None = None):
-        self.generator = generator  # the engine's RNG for rows without a seed of their own
-
-    def __call__(self, logits: torch.Tensor, params_list: list, generators: list | None = None) -> torch.Tensor:
-        """logits [rows, V] -> LongTensor [rows]; generators[i] (or None) is row i's own RNG."""
-        rows, vocab = logits.shape
-        if len(params_list) != rows:
-            raise ValueError(f"got {len(params_list)} SamplingParams for {rows} rows of logits")
-        generators = generators if generators is not None else [None] * rows
-        greedy = [p.greedy for p in params_list]
-        if all(greedy):
-            return logits.argmax(dim=-1)  # argmax of bf16 and of its float32 copy agree: widening is exact
-        logits = raw = logits.float()
-        dev = logits.device
-        temperature = torch.tensor([1.0 if g else p.temperature for p, g in zip(params_list, greedy)], device=dev)
-        logits = logits / temperature.unsqueeze(1)
-        need_sort = any(0 < p.top_k < vocab or p.top_p < 1.0 for p in params_list)
-        need_min_p = any(p.min_p > 0 for p in params_list)
-        if need_sort or need_min_p:
-            # a top_k beyond the vocabulary keeps everything (and would overflow an int64 tensor)
-            top_k = torch.tensor([min(p.top_k, vocab) if p.top_k > 0 else vocab for p in params_list], device=dev)
-            top_p = torch.tensor([p.top_p for p in params_list], device=dev)
-            min_p = torch.tensor([p.min_p for p in params_list], device=dev)
-            logits = logits.masked_fill(_filter_mask(logits, top_k, top_p, min_p, need_sort, need_min_p), -math.inf)
-        # else the lean path: temperature only, no per-row filter tensors, no mask (same numbers)
-        probs = logits.softmax(dim=-1)
-        noise = self._exponential_noise(probs, generators)
-        sampled = (probs / noise).argmax(dim=-1)  # the "exponential race": P(win) = p_i exactly
-        if not any(greedy):
-            return sampled
-        return torch.where(torch.tensor(greedy, device=dev), raw.argmax(dim=-1), sampled)
-
-    def _exponential_noise(self, probs: torch.Tensor, generators: list) -> torch.Tensor:
-        """Exp(1) noise per row: one batched draw, then seeded rows redrawn from their own RNG."""
-        noise = torch.empty_like(probs).exponential_(generator=self.generator)
-        for i, g in enumerate(generators):
-            if g is not None:
-                noise[i].exponential_(generator=g)
-        return noise.clamp_(min=1e-20)  # a zero draw would turn p/0 into inf or nan
-
-
-@dataclass
-class StepLogprobs:
-    """Log-probabilities of one step's sampled tokens, for the sampling rows that asked for them.
-
-    They are read off the raw model distribution (before temperature and filters), as vLLM does by
-    default; `rank` is 1 + the number of tokens the model found more likely."""
-
-    rows: list                  # which rows of the step's sampling list these are
-    token_ids: torch.Tensor     # [R] the sampled tokens
-    chosen: torch.Tensor        # [R] their log-probabilities
-    rank: torch.Tensor          # [R]
-    top_ids: torch.Tensor       # [R, k] the k most likely tokens (k = the largest request)
-    top_logprobs: torch.Tensor  # [R, k]
-
-    @classmethod
-    def compute(cls, logits: torch.Tensor, tokens: torch.Tensor, wanted: list) -> "StepLogprobs | None":
-        """From raw logits [rows, V] and sampled tokens [rows]; `wanted[i]` is row i's k, or None."""
-        rows = [i for i, k in enumerate(wanted) if k is not None]
-        if not rows:
-            return None
-        index = torch.tensor(rows, device=logits.device)
-        logp = logits.index_select(0, index).float().log_softmax(dim=-1)
-        chosen_ids = tokens.index_select(0, index)
-        chosen = logp.gather(1, chosen_ids.unsqueeze(1)).squeeze(1)
-        rank = (logp > chosen.unsqueeze(1)).sum(dim=-1) + 1
-        top_logprobs, top_ids = logp.topk(max(wanted[i] for i in rows), dim=-1)
-        return cls(rows, chosen_ids, chosen, rank, top_ids, top_logprobs)
-
-    def to_host(self, non_blocking: bool = False) -> "StepLogprobs":
-        """The same on the CPU (see `host_copy`)."""
-        if not self.chosen.is_cuda:
-            return self
-        return StepLogprobs(self.rows, *(host_copy(t, non_blocking) for t in
-                                         (self.token_ids, self.chosen, self.rank, self.top_ids, self.top_logprobs)))
-
-
-def host_copy(t: torch.Tensor, non_blocking: bool = False) -> torch.Tensor:
-    """A CUDA tensor copied into pinned host memory; with `non_blocking` it is valid once the stream gets there."""
-    host = torch.empty(t.shape, dtype=t.dtype, pin_memory=True)
-    return host.copy_(t, non_blocking=non_blocking)
-
-
-def _token_counts(id_lists: list, vocab: int, device) -> torch.Tensor:
-    """[len(id_lists), vocab] float counts of each token id in each list (one padded scatter_add)."""
-    width = max(1, max(map(len, id_lists)))
-    ids = torch.full((len(id_lists), width), vocab, dtype=torch.int64)  # pad with an extra, dropped column
-    for r, row in enumerate(id_lists):
-        ids[r, :len(row)] = torch.tensor(row, dtype=torch.int64)
-    ids = ids.to(device)
-    counts = torch.zeros(len(id_lists), vocab + 1, device=device)
-    return counts.scatter_add_(1, ids, torch.ones_like(ids, dtype=counts.dtype))[:, :vocab]
-
-
-def apply_penalties(logits: torch.Tensor, params_list: list, prompt_ids: list, output_ids: list) -> torch.Tensor:
-    """vLLM's penalties, before temperature: repetition (prompt + output tokens), presence and frequency (output)."""
-    rows = [i for i, p in enumerate(params_list) if p.has_penalties]
-    if not rows:
-        return logits
-    dev, vocab = logits.device, logits.shape[-1]
-    index = torch.tensor(rows, device=dev)
-    sub = logits.index_select(0, index).float()
-    out_counts = _token_counts([output_ids[i] for i in rows], vocab, dev)
-    seen = (out_counts > 0) | (_token_counts([prompt_ids[i] for i in rows], vocab, dev) > 0)
-    rep = torch.tensor([params_list[i].repetition_penalty for i in rows], device=dev).unsqueeze(1)
-    sub = torch.where(seen, torch.where(sub > 0, sub / rep, sub * rep), sub)
-    freq = torch.tensor([params_list[i].frequency_penalty for i in rows], device=dev).unsqueeze(1)
-    pres = torch.tensor([params_list[i].presence_penalty for i in rows], device=dev).unsqueeze(1)
-    sub = sub - freq * out_counts - pres * (out_counts > 0)
-    return logits.float().index_copy(0, index, sub)
-
-# %% ../chapters/06_engine.ipynb #c020
-def bad_word_bans(bad_words_ids: list, output_ids: list) -> list:
-    """Tokens banned next: the last token of each bad word whose earlier tokens end the output."""
-    banned = []
-    for word in bad_words_ids:
-        prefix = word[:-1]
-        if len(prefix) <= len(output_ids) and output_ids[len(output_ids) - len(prefix):] == prefix:
-            banned.append(word[-1])
-    return banned
-
-
-def apply_logit_processors(logits: torch.Tensor, params_list: list, bad_words_ids: list,
-                           output_ids: list) -> torch.Tensor:
-    """vLLM's built-in logit processors: allowed_token_ids, then bad_words, then logit_bias (out of place)."""
-    rows = [i for i, p in enumerate(params_list) if p.has_logit_processors]
-    if not rows:
-        return logits
-    logits = logits.float().clone()  # the raw logits stay untouched: logprobs are read from them
-    for i in rows:
-        p, row = params_list[i], logits[i]
-        if p.allowed_token_ids is not None:
-            keep = torch.zeros_like(row, dtype=torch.bool)
-            keep[torch.tensor(p.allowed_token_ids, device=row.device)] = True
-            row.masked_fill_(~keep, -math.inf)
-        banned = bad_word_bans(bad_words_ids[i] or [], output_ids[i])
-        if banned:
-            row[torch.tensor(banned, device=row.device)] = -math.inf
-        if p.logit_bias:
-            ids = torch.tensor(list(p.logit_bias), device=row.device)
-            row.index_add_(0, ids, torch.tensor(list(p.logit_bias.values()), device=row.device))
-    return logits

@@ -4,7 +4,7 @@
 __all__ = ['serve_parser', 'engine_kwargs', 'main']
 
 # %% ../chapters/12_serving.ipynb #c045
-"""`nanoserve serve MODEL`: the OpenAI-compatible server from the command line (chapter 11)."""
+"""`nanoserve serve MODEL`: the OpenAI-compatible server from the command line (chapter 12)."""
 import argparse
 import sys
 
@@ -51,7 +51,7 @@ def main(argv=None) -> int:
     if argv and argv[0] == "serve":
         argv = argv[1:]
     elif argv and not argv[0].startswith("-") and argv[0] in ("bench",):
-        from nanoserve.bench import main as bench_main  # `nanoserve bench ...` = `python -m nanoserve.bench ...`
+        from nanoserve.bench.cli import main as bench_main  # `nanoserve bench ...` = `python -m nanoserve.bench ...`
 
         return bench_main(argv[1:])
     args = serve_parser().parse_args(argv)

@@ -3,10 +3,9 @@
 # %% auto #0
 __all__ = ['store_kv_triton', 'flash_attn_available', 'FlashAttentionBackend']
 
-# %% ../../chapters/07_flash_attention.ipynb #c018
+# %% ../../chapters/07_flash_attention.ipynb #c019
 """FlashAttention backend (flash-attn kernels over the paged cache) and a Triton KV-store kernel."""
 import functools
-import importlib.util
 
 import torch
 
@@ -60,10 +59,16 @@ def store_kv_triton(k, v, k_cache, v_cache, slot_mapping):
         kernel[(k.shape[0],)](k, v, k_cache, v_cache, slot_mapping, k.stride(0), v.stride(0),
                               ROW=row, BLOCK=next_pow2(row))
 
-
+# %% ../../chapters/07_flash_attention.ipynb #c021
 def flash_attn_available():
     """True when CUDA is present and flash-attn is installed (the engine then picks the flash backend)."""
-    return torch.cuda.is_available() and importlib.util.find_spec("flash_attn") is not None
+    if not torch.cuda.is_available():
+        return False
+    try:
+        import flash_attn  # noqa: F401  (only on a CUDA machine, where the engine would import it anyway)
+    except ImportError:
+        return False
+    return True
 
 
 @functools.cache

@@ -5,10 +5,9 @@ __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CP
            'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig',
            'available_memory_bytes', 'kv_cache_fits', 'check_kv_cache_fits']
 
-# %% ../../chapters/06_engine.ipynb #c027
+# %% ../../chapters/06_engine.ipynb #c039
 """Everything the engine is built from, checked at the door and resolved against the model (chapter 06)."""
 import dataclasses
-import importlib
 import math
 import os
 from dataclasses import dataclass
@@ -72,29 +71,35 @@ def parse_dtype(dtype) -> torch.dtype | str:
 
 
 def flash_available() -> bool:
-    """True when the flash backend could run (chapter 07's own check: CUDA and flash-attn installed)."""
-    return importlib.import_module("nanoserve.attention.flash").flash_attn_available()
+    """True when the flash backend could run (CUDA and flash-attn installed; the backend is chapter 07's)."""
+    from nanoserve.attention.flash import flash_attn_available  # imported when asked: it is optional
+
+    return flash_attn_available()
 
 
 def backend_class(name: str):
     """The attention backend class for 'torch' or 'flash', imported only when asked for."""
     if name == "torch":
-        return importlib.import_module("nanoserve.attention.torch_ref").TorchAttentionBackend
+        from nanoserve.attention.torch_ref import TorchAttentionBackend
+
+        return TorchAttentionBackend
     if name == "flash":
-        return importlib.import_module("nanoserve.attention.flash").FlashAttentionBackend
+        from nanoserve.attention.flash import FlashAttentionBackend
+
+        return FlashAttentionBackend
     raise ValueError(f"unknown attention backend {name!r}")
 
 
-def head_dim_of(hf_config) -> int:
+def head_dim_of(model_config) -> int:
     """Qwen3 states head_dim explicitly; older configs imply hidden_size / heads."""
-    return getattr(hf_config, "head_dim", None) or hf_config.hidden_size // hf_config.num_attention_heads
+    return getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
 
 
-def kv_block_bytes(hf_config, block_size: int, dtype: torch.dtype, tensor_parallel_size: int = 1) -> int:
+def kv_block_bytes(model_config, block_size: int, dtype: torch.dtype, tensor_parallel_size: int = 1) -> int:
     """Bytes of one KV block across all layers (K and V) on one tensor-parallel rank."""
-    kv_heads = hf_config.num_key_value_heads // tensor_parallel_size
+    kv_heads = model_config.num_key_value_heads // tensor_parallel_size
     elem = torch.empty((), dtype=dtype).element_size()
-    return 2 * hf_config.num_hidden_layers * block_size * kv_heads * head_dim_of(hf_config) * elem
+    return 2 * model_config.num_hidden_layers * block_size * kv_heads * head_dim_of(model_config) * elem
 
 
 def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activations: int,
@@ -112,9 +117,10 @@ def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activat
 
 
 
+# %% ../../chapters/06_engine.ipynb #c041
 @dataclass
 class EngineConfig:
-    """The LLM constructor's arguments; `resolve(hf_config)` turns every 'auto'/None into a value."""
+    """The LLM constructor's arguments; `resolve(model_config)` turns every 'auto'/None into a value."""
 
     model: str | os.PathLike
     tokenizer: object = None  # a path, or a tokenizer object; None means the model's own
@@ -132,9 +138,9 @@ class EngineConfig:
     enforce_eager: bool = False
     tensor_parallel_size: int = 1
     attention_backend: str = "auto"
-    fused_kernels: bool = True  # Triton norms/rotary/SiLU on CUDA (chapter 07); no effect on CPU
-    async_scheduling: bool | None = None  # host one step ahead of the GPU (chapter 08); None: on CUDA at TP=1
-    tp_worker_timeout_s: float = 60.0  # a TP worker silent this long is killed and reported (chapter 09)
+    fused_kernels: bool = True  # Triton norms/rotary/SiLU on CUDA (chapter 08); no effect on CPU
+    async_scheduling: bool | None = None  # host one step ahead of the GPU (chapter 09); None: on CUDA at TP=1
+    tp_worker_timeout_s: float = 60.0  # a TP worker silent this long is killed and reported (chapter 10)
     # vLLM's names for the rest (section 11): some map onto the above, some are refused unless default
     revision: str | None = None  # the hub revision (branch, tag or commit) to download
     download_dir: str | None = None  # the hub cache directory to download into
@@ -210,7 +216,7 @@ class EngineConfig:
 
         return resolve_model_path(self.model, revision=self.revision, download_dir=self.download_dir)
 
-    def resolve(self, hf_config) -> "EngineConfig":
+    def resolve(self, model_config) -> "EngineConfig":
         """A copy with device, dtype, backend, block size and lengths fixed, checked against the model."""
         device = self.device
         if device == "auto":
@@ -230,7 +236,7 @@ class EngineConfig:
         if block_size % multiple:
             raise ValueError(f"the {backend} attention backend needs block_size to be a multiple of "
                              f"{multiple}, got {block_size}")
-        limit = hf_config.max_position_embeddings
+        limit = model_config.max_position_embeddings
         max_model_len = self.max_model_len or limit
         if max_model_len > limit:
             raise ValueError(f"max_model_len ({max_model_len}) exceeds the model's "
@@ -246,7 +252,7 @@ class EngineConfig:
                                  f"max_model_len ({max_model_len}): a whole prompt must fit in one step")
         tp = self.tensor_parallel_size
         for what in ("num_attention_heads", "num_key_value_heads"):
-            heads = getattr(hf_config, what)
+            heads = getattr(model_config, what)
             if heads % tp:
                 raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
         overlap = self.async_scheduling
@@ -271,7 +277,7 @@ class EngineConfig:
         wanted = self.max_num_seqs * math.ceil(self.max_model_len / self.block_size)
         return max(1, min(wanted, CPU_KV_CACHE_BYTES // block_bytes))
 
-# %% ../../chapters/06_engine.ipynb #c029
+# %% ../../chapters/06_engine.ipynb #c043
 def available_memory_bytes(device: torch.device) -> int:
     """What a KV cache could take at most: free memory on a GPU, physical RAM on the host."""
     if device.type == "cuda":
@@ -295,9 +301,9 @@ def kv_cache_fits(num_blocks: int, block_bytes: int, available: int, device_type
                          + (" (or gpu_memory_utilization)" if device_type == "cuda" else ""))
 
 
-def check_kv_cache_fits(config: "EngineConfig", hf_config) -> None:
+def check_kv_cache_fits(config: "EngineConfig", model_config) -> None:
     """Before any weight is loaded: the asked-for cache (or at least one block) must fit in memory."""
-    block = kv_block_bytes(hf_config, config.block_size, config.dtype, config.tensor_parallel_size)
+    block = kv_block_bytes(model_config, config.block_size, config.dtype, config.tensor_parallel_size)
     available = available_memory_bytes(config.device)
     if config.num_kv_blocks is None and config.device.type != "cuda":
         available = min(available, CPU_KV_CACHE_BYTES)  # the default CPU budget must hold a block

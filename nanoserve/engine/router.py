@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['Aborted', 'OutputRouter']
 
-# %% ../../chapters/06_engine.ipynb #c051
+# %% ../../chapters/06_engine.ipynb #c086
 """One engine, many consumers: each request's outputs reach its own mailbox, whoever stepped (chapter 06)."""
 import contextlib
 import threading
@@ -24,9 +24,9 @@ class _Mailbox:
 
     queue: deque  # shared by all requests of one generate() call; one per stream
     wants_deltas: bool  # a stream: every step's delta; else one final RequestOutput
-    merged: object = None  # a generate request's output, merged from deltas while a stream is open
+    merged: object = None  # a generate request's output so far
 
-# %% ../../chapters/06_engine.ipynb #c053
+# %% ../../chapters/06_engine.ipynb #c088
 class _LockedEngine:
     """The engine behind one lock: a turn counter for waiters, and aborts that wait for the lock."""
 
@@ -82,7 +82,7 @@ class _LockedEngine:
         if box is not None:
             box.queue.append(Aborted(request_id))
 
-# %% ../../chapters/06_engine.ipynb #c055
+# %% ../../chapters/06_engine.ipynb #c090
 class OutputRouter(_LockedEngine):
     """Steps one engine on behalf of every consumer and routes each output to its request's mailbox."""
 
@@ -110,22 +110,21 @@ class OutputRouter(_LockedEngine):
                 self._turns.wait()
 
     def _step(self) -> None:
-        """One engine step (the lock is held): deltas if any stream is open, else only finished requests."""
-        lean = not any(box.wants_deltas for box in self._boxes.values())
-        outputs = self.engine.step(finished_only=lean)
+        """One engine step (the lock is held); every output goes to its request's mailbox."""
+        outputs = self.engine.step()
         boxes = self._boxes
         for out in outputs:
             box = boxes.get(out.request_id)
             if box is None:
                 continue  # a request queued straight on the engine, not through this router
-            if box.wants_deltas or lean:  # a stream's delta, or a complete final output
+            if box.wants_deltas:
                 box.queue.append(out)
             elif box.merged is None:
-                box.merged = out  # a generate request's first delta while a stream is open
+                box.merged = out  # a FINAL_ONLY request's complete output, or a first delta
             else:
                 box.merged.merge(out)
             if out.finished:
-                if not (box.wants_deltas or lean):
+                if not box.wants_deltas:
                     box.queue.append(box.merged)
                 del boxes[out.request_id]
         if not outputs and boxes and not self.engine.has_unfinished_requests():

@@ -4,7 +4,7 @@
 __all__ = ['RequestAborted', 'RequestGroup', 'AsyncEngine']
 
 # %% ../../chapters/12_serving.ipynb #c018
-"""One engine, many connections: a worker thread steps the engine, asyncio queues carry the outputs (chapter 11)."""
+"""One engine, many connections: a worker thread steps the engine, asyncio queues carry the outputs (chapter 12)."""
 import asyncio
 import threading
 import time

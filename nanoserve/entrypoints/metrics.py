@@ -4,7 +4,7 @@
 __all__ = ['LATENCY_BUCKETS', 'Histogram', 'ServerMetrics', 'parse_metrics']
 
 # %% ../../chapters/12_serving.ipynb #c015
-"""Server metrics in Prometheus' plain-text exposition format, written by hand (chapter 11)."""
+"""Server metrics in Prometheus' plain-text exposition format, written by hand (chapter 12)."""
 import bisect
 import math
 

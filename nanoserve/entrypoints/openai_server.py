@@ -4,7 +4,7 @@
 __all__ = ['sse', 'read_json', 'completion_body', 'chat_body', 'stream_events', 'build_app', 'BackgroundServer']
 
 # %% ../../chapters/12_serving.ipynb #c027
-"""The OpenAI-compatible HTTP server: FastAPI routes over one AsyncEngine (chapter 11)."""
+"""The OpenAI-compatible HTTP server: FastAPI routes over one AsyncEngine (chapter 12)."""
 import json
 import time
 import uuid

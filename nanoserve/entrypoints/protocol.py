@@ -6,7 +6,7 @@ __all__ = ['ERROR_TYPES', 'SAMPLING_FIELDS', 'UNSUPPORTED', 'LOGPROB_FLOOR', 'Re
            'usage', 'finish_reason']
 
 # %% ../../chapters/12_serving.ipynb #c005
-"""OpenAI request bodies -> engine prompts + SamplingParams, checked at the door; errors in OpenAI's shape (chapter 11)."""
+"""OpenAI request bodies -> engine prompts + SamplingParams, checked at the door; errors in OpenAI's shape (chapter 12)."""
 import math
 from dataclasses import dataclass
 

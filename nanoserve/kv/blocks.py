@@ -12,12 +12,13 @@ class NoFreeBlocksError(RuntimeError):
 
 
 def _check_count(name, value, minimum):
+    """Reject a count that is not an int, or is below `minimum`, at the door."""
     if isinstance(value, bool) or not isinstance(value, int):
         raise TypeError(f"{name} must be an int, got {type(value).__name__}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
-
+# %% ../../chapters/03_paged_kv.ipynb #c012
 class BlockManager:
     """Hands out fixed-size KV blocks from a pool, with reference counts and an O(1) free queue."""
 

@@ -30,7 +30,7 @@ class CachedBlock:
     parent_hash: int | None
     token_ids: tuple
 
-# %% ../../chapters/04_prefix_cache.ipynb #c012
+# %% ../../chapters/04_prefix_cache.ipynb #c015
 class PrefixCachingBlockManager(BlockManager):
     """BlockManager whose full blocks are found again by chained hash and reused across requests."""
 
@@ -51,11 +51,10 @@ class PrefixCachingBlockManager(BlockManager):
         """Blocks that a later request can find by hash (in use or free)."""
         return len(self._index)
 
-    def cached_token_ids(self, block: int):
-        """The token ids registered for `block`, or None when it holds no cached contents."""
+    def cached_block(self, block: int):
+        """The CachedBlock (hash, parent hash, token ids) registered for `block`, or None."""
         self._check_block(block)
-        entry = self._cached.get(block)
-        return None if entry is None else entry.token_ids
+        return self._cached.get(block)
 
     def match_prefix(self, token_ids: Sequence) -> list:
         """Acquire the longest chain of cached full blocks that starts `token_ids` (last token excluded)."""
@@ -79,8 +78,7 @@ class PrefixCachingBlockManager(BlockManager):
         return matched
 
     def unmatch(self, table: list, num_query_tokens: int) -> None:
-        """Take back a `match_prefix` whose sequence was not admitted after all: free its blocks and
-        remove the lookup from the hit counters, so a prompt that waits is counted once, when it runs."""
+        """Undo a `match_prefix` whose sequence was not admitted: free the blocks, uncount the lookup."""
         self.query_tokens -= num_query_tokens
         self.hit_tokens -= len(table) * self.block_size
         self.free(table)

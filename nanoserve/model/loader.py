@@ -5,7 +5,7 @@ __all__ = ['HUB_PATTERNS', 'CONFIG_CLASSES', 'MOE_MODEL_TYPES', 'SIZE_FIELDS', '
            'resolve_model_path', 'load_config', 'check_config_fields', 'check_config_sizes', 'checkpoint_target',
            'checkpoint_shapes', 'check_tensor', 'expected_loads', 'load_weights', 'load_qwen3']
 
-# %% ../../chapters/01_qwen3.ipynb #c042
+# %% ../../chapters/01_qwen3.ipynb #c047
 """Find a checkpoint (local dir or hub id), read its config, and load its safetensors into our model."""
 import json
 import os
@@ -80,7 +80,7 @@ def load_config(path):
     check_config_sizes(config, config_file)
     return config
 
-# %% ../../chapters/01_qwen3.ipynb #c044
+# %% ../../chapters/01_qwen3.ipynb #c049
 SIZE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                "num_key_value_heads", "max_position_embeddings")
 WEIGHT_DTYPES = ("float32", "float16", "bfloat16")
@@ -153,16 +153,21 @@ def check_config_sizes(config, source) -> None:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
         raise ValueError(f"{source}: rms_norm_eps must be a positive number, got {eps!r}")
 
-# %% ../../chapters/01_qwen3.ipynb #c045
+# %% ../../chapters/01_qwen3.ipynb #c050
 def checkpoint_target(model, name: str):
     """Map a checkpoint tensor name to (our parameter name, shard id); None for tensors we skip on purpose."""
     if name.endswith("rotary_emb.inv_freq"):
         return None  # old checkpoints store this buffer; we compute it
     if name == "lm_head.weight" and model.config.tie_word_embeddings:
         return None  # tied: the embedding matrix is the head
-    for hf_piece, (our_piece, shard_id) in getattr(model, "packed_modules", {}).items():
-        if f".{hf_piece}." in name:
-            return name.replace(f".{hf_piece}.", f".{our_piece}."), shard_id
+    for stacked, pieces in getattr(model, "packed_modules_mapping", {}).items():
+        for index, piece in enumerate(pieces):
+            if f".{piece}." in name:
+                pname = name.replace(f".{piece}.", f".{stacked}.")
+                try:
+                    return pname, model.get_parameter(pname).shard_ids[index]  # e.g. "k" for k_proj
+                except AttributeError:
+                    return pname, index  # no such parameter: load_weights reports the tensor as unexpected
     return name, None
 
 
@@ -202,7 +207,7 @@ def check_tensor(name: str, tensor, shape: tuple, file_name: str) -> None:
     if not is_float:
         raise ValueError(f"tensor {name!r} in {file_name} holds {dtype}; weights must be floating point")
 
-
+# %% ../../chapters/01_qwen3.ipynb #c052
 def expected_loads(model) -> set:
     """Every (parameter name, shard id) the checkpoint must provide exactly once."""
     want = set()

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# nanoserve vs vLLM on one GPU, back to back. Run ON THE GPU MACHINE from the repository root, after
+# nanoserve vs vLLM (and nano-vllm, transformers) on one GPU, back to back. Run ON THE GPU MACHINE from the repository root, after
 # flash-attn is installed in /tmp/site and vLLM in /tmp/vsite (see ../shared/gpu/README.md).
 #
 #   bash scripts/gpu/bench_all.sh
@@ -25,6 +25,10 @@ GPU_UTIL=${GPU_UTIL:-0.9}
 ENGINES=${ENGINES:-nanoserve vllm}
 NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-270}
 VLLM_TIMEOUT=${VLLM_TIMEOUT:-210}
+NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-150}
+NANO_VLLM_PATH=${NANO_VLLM_PATH:-.gpu/nano-vllm}
+TRANSFORMERS_TIMEOUT=${TRANSFORMERS_TIMEOUT:-150}
+TRANSFORMERS_ARGS=${TRANSFORMERS_ARGS:---num-requests 32 --batch-size 32 --output-len 100,256 --runs 1 --latency-batches 1,8 --latency-reps 1}
 NANOSERVE_ARGS=${NANOSERVE_ARGS:-}
 VLLM_ARGS=${VLLM_ARGS:-}
 FLASH_SITE=${FLASH_SITE:-/tmp/site}
@@ -76,10 +80,17 @@ for ENGINE in $ENGINES; do
       PYTHONPATH="$VLLM_SITE:$PYTHONPATH" VLLM_USE_FLASHINFER_SAMPLER=0 timeout -k 10 "$VLLM_TIMEOUT" \
         python3 -m nanoserve.bench --engine vllm "${COMMON[@]}" $VLLM_ARGS >>"$LOG" 2>&1
       ;;
+    nano-vllm)
+      if [ ! -f "$NANO_VLLM_PATH/nanovllm/__init__.py" ]; then say "no nano-vllm checkout in $NANO_VLLM_PATH: skipped"; continue; fi
+      say "nano-vllm: start (timeout ${NANO_VLLM_TIMEOUT}s, commit $(cat "$NANO_VLLM_PATH/COMMIT" 2>/dev/null))"
+      PYTHONPATH="$FLASH_SITE:$PYTHONPATH" timeout -k 10 "$NANO_VLLM_TIMEOUT" \
+        python3 -m nanoserve.bench --engine nano-vllm --nano-vllm-path "$NANO_VLLM_PATH" "${COMMON[@]}" >>"$LOG" 2>&1
+      ;;
     transformers)
-      say "transformers: start (timeout ${NANOSERVE_TIMEOUT}s)"
-      timeout -k 10 "$NANOSERVE_TIMEOUT" python3 -m nanoserve.bench --engine transformers "${COMMON[@]}" \
-        --num-requests 64 --batch-size 64 --runs 1 >>"$LOG" 2>&1
+      say "transformers: start (timeout ${TRANSFORMERS_TIMEOUT}s; $TRANSFORMERS_ARGS)"
+      # shellcheck disable=SC2086
+      timeout -k 10 "$TRANSFORMERS_TIMEOUT" python3 -m nanoserve.bench --engine transformers "${COMMON[@]}" \
+        $TRANSFORMERS_ARGS >>"$LOG" 2>&1
       ;;
     *) say "unknown engine $ENGINE: skipped"; continue ;;
   esac

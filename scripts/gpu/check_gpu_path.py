@@ -24,6 +24,7 @@ from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch  
 from nanoserve.attention.flash import FlashAttentionBackend, store_kv_triton  # noqa: E402
 from nanoserve.attention.torch_ref import TorchAttentionBackend, store_kv  # noqa: E402
 from nanoserve.engine.cuda_graph import DecodeGraphs, decode_buckets  # noqa: E402
+from nanoserve.engine.model_runner import build_step_inputs  # noqa: E402
 
 
 def cuda_ms(fn, iters=30):
@@ -159,9 +160,8 @@ def check_graphs(config_path, batch_sizes, context_len=512, max_model_len=4096):
     @torch.no_grad()
     def replay(n):
         ids, pos, slots, ctx, tables = inputs(n)
-        return model.compute_logits(graphs.replay(torch.tensor(ids), torch.tensor(pos), torch.tensor(slots),
-                                                  torch.tensor(ctx, dtype=torch.int32),
-                                                  torch.tensor(tables, dtype=torch.int32)))
+        step = build_step_inputs([[i] for i in ids], pos, tables, [True] * n, bs_block)
+        return model.compute_logits(graphs.replay(step))
 
     rows, checks = [], {}
     for n in batch_sizes:

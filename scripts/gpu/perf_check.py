@@ -80,7 +80,7 @@ def latency(llm, batch: int, temperature: float, n_in=128, n_out=128) -> dict:
 def random_workload(llm) -> dict:
     """The issue-7 `random` workload: 256 requests, lengths uniform in [100, 1024], temperature 0.6, ignore_eos."""
     try:
-        from nanoserve.bench_workloads import make_workload
+        from nanoserve.bench.workloads import make_workload
 
         work = [(list(r.prompt_token_ids), r.max_tokens) for r in make_workload("random")]
     except Exception:  # the harness is not there yet: the same recipe by hand
@@ -151,15 +151,16 @@ def main():
             save()
     # the before/after of the fused sampler: the same graphs, logits + eager Sampler instead
     unfused = result["latency_unfused_sampler"] = []
-    if hasattr(runner, "run_sampled"):
-        runner.run_sampled = lambda step, temperatures: None
+    graphs = getattr(runner, "graphs", None)
+    if graphs is not None and graphs.samples:
+        graphs.samples = False  # CudaGraphModelRunner.execute_step then samples eagerly from the replayed logits
         for batch in (1, 256):
             try:
                 unfused.append(latency(llm, batch, 0.6))
                 print("unfused", unfused[-1], flush=True)
             except Exception:
                 traceback.print_exc()
-        del runner.run_sampled
+        graphs.samples = True
         save()
     try:
         result["random"] = random_workload(llm)

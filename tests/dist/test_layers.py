@@ -2,7 +2,6 @@
 import pytest
 import torch
 
-from nanoserve.model.layers import DenseLayers
 from nanoserve.model.loader import load_qwen3
 from nanoserve.parallel import checks
 from nanoserve.parallel.group import TPGroup
@@ -22,7 +21,7 @@ def pool():
 ])
 def test_each_layer_matches_dense(pool, dims):
     errors = pool.call(checks.layer_parity, dims)
-    assert set(errors) == {"qkv", "merged", "row", "embedding", "lm_head"}
+    assert set(errors) == {"column", "qkv", "merged", "row", "embedding", "lm_head"}
     assert max(errors.values()) < 1e-4, errors
 
 
@@ -46,11 +45,15 @@ def test_tp1_needs_no_process_group():
     assert not torch.distributed.is_initialized()
 
 
+def shapes_only(size: int) -> TPGroup:
+    return TPGroup(0, size, process_group="placeholder: building layers runs no collective")
+
+
 def test_clear_errors_for_sizes_that_do_not_split():
     with pytest.raises(ValueError, match="heads"):
-        DenseLayers(tp_rank=0, tp_size=3).qkv(48, 8, 4, 2)
+        ShardedLayers(shapes_only(3)).qkv(48, 8, 4, 2)
     with pytest.raises(ValueError, match="kv heads|divisible"):
-        DenseLayers(tp_rank=0, tp_size=4).qkv(64, 8, 12, 6)
+        ShardedLayers(shapes_only(4)).qkv(64, 8, 12, 6)
     with pytest.raises(TypeError, match="TPGroup"):
         ShardedLayers(2)
     with pytest.raises(ValueError, match="process group"):

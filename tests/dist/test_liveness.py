@@ -7,7 +7,8 @@ import pytest
 
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.parallel import checks
+from nanoserve.course import faults
+from nanoserve.parallel.transport import shm_step
 from nanoserve.parallel.workers import RankPool
 from nanoserve.sampling import SamplingParams
 
@@ -60,7 +61,7 @@ def test_idle_stalled_worker_is_reported_at_the_next_call(gone):
         time.sleep(2.0)
         assert gone(pids, 1.0) == []  # the watchdog killed it while nobody was calling
         with pytest.raises(RuntimeError, match="worker rank 1 stopped responding"):
-            pool.call(checks.shm_step, None)
+            pool.call(shm_step, None)
     finally:
         forget(pids)
         pool.close()
@@ -71,12 +72,12 @@ def test_worker_frozen_while_waiting_for_work_does_not_block_rank_0(gone):
     pool = RankPool(2, worker_timeout_s=1.0)
     pids = pool.worker_pids
     try:
-        pool.call(checks.shm_step, None)
+        pool.call(shm_step, None)
         time.sleep(0.5)  # the worker sleeps in its wait for the next message
         stop(pids[0])
         start = time.monotonic()
         with pytest.raises(RuntimeError, match="worker rank 1 stopped responding"):
-            pool.call(checks.shm_step, None)
+            pool.call(shm_step, None)
         assert time.monotonic() - start < 5.0
         assert gone(pids, 1.0) == []
     finally:
@@ -87,8 +88,8 @@ def test_worker_frozen_while_waiting_for_work_does_not_block_rank_0(gone):
 def test_busy_worker_is_not_a_stalled_worker():
     """A worker that computes for longer than the timeout keeps beating: the call succeeds."""
     with RankPool(2, worker_timeout_s=0.5) as pool:
-        pool.call(checks.stall_on, 1, 1.5, ack=True)
-        pool.call(checks.shm_step, None)
+        pool.call(faults.stall_on, 1, 1.5, ack=True)
+        pool.call(shm_step, None)
 
 
 def test_workers_exit_within_a_second_of_shutdown(tiny_ckpt, gone):

@@ -6,7 +6,9 @@ import textwrap
 
 import pytest
 
+from nanoserve.course import faults
 from nanoserve.parallel import checks
+from nanoserve.parallel.transport import shm_step
 from nanoserve.parallel.workers import HANG_DUMP_ENV, RankPool, check_tp_size
 
 DIMS = dict(hidden=16, head_dim=4, n_heads=4, n_kv_heads=2, inter=32, vocab=50, tokens=3)
@@ -47,16 +49,16 @@ def test_dead_worker_is_a_clear_error_not_a_hang(gone):
     pool = RankPool(2)
     pids = pool.worker_pids
     with pytest.raises(RuntimeError, match="worker rank 1 exited with code 7"):
-        pool.call(checks.crash, 1)
+        pool.call(faults.crash, 1)
     assert gone(pids, 5.0) == []
     with pytest.raises(RuntimeError, match="closed"):
-        pool.call(checks.shm_step, None)
+        pool.call(shm_step, None)
 
 
 def test_worker_exception_carries_its_traceback(gone):
     pool = RankPool(2)
     with pytest.raises(RuntimeError, match="worker rank 1 failed:(.|\n)*ZeroDivisionError: boom on rank 1"):
-        pool.call(checks.raise_on, 1)
+        pool.call(faults.raise_on, 1)
     assert gone(pool.worker_pids, 5.0) == []
 
 
@@ -90,7 +92,18 @@ def test_hung_worker_call_dumps_its_stacks_and_exits(gone, monkeypatch, capfd):
     pool = RankPool(2)
     pids = pool.worker_pids
     with pytest.raises(RuntimeError, match="worker rank 1 exited with code 1"):
-        pool.call(checks.stall_on, 1, 30.0, ack=True)
+        pool.call(faults.stall_on, 1, 30.0, ack=True)
     assert gone(pids, 5.0) == []
     err = capfd.readouterr().err
     assert "Timeout" in err and "stall_on" in err  # faulthandler's dump names the stuck function
+
+
+def test_shared_memory_layout_shows_the_last_message():
+    with RankPool(2) as pool:
+        pool.call(shm_step, {"ids": [1, 2, 3]})
+        layout = pool.shared_memory_layout()
+    assert layout["header_bytes"] == 8 and layout["readers"] == [1]
+    assert layout["wakeups"] == layout["heartbeat_slots"] == 1
+    fn, args, ack = layout["message"]
+    assert fn is shm_step and args == ({"ids": [1, 2, 3]},) and ack is False
+    assert 0 < layout["message_bytes"] < layout["capacity"]

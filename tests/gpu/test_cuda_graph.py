@@ -38,6 +38,7 @@ def test_replay_equals_eager(tiny_model, backend_name):
     from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch
     from nanoserve.engine.config import backend_class
     from nanoserve.engine.cuda_graph import DecodeGraphs, decode_buckets
+    from nanoserve.engine.model_runner import build_step_inputs
 
     backend, block, max_len = backend_class(backend_name)(), 256, 1024
     cfg = tiny_model.config
@@ -52,15 +53,13 @@ def test_replay_equals_eager(tiny_model, backend_name):
         ctx = [(37 * i) % (max_len - 1) + 1 for i in range(n)]
         ctx[0] = max_len  # a sequence at the very end of its context: the table fills the captured width
         tables = [list(range(1 + 4 * i, 1 + 4 * i + -(-c // block))) for i, c in enumerate(ctx)]
-        slots = [t[(c - 1) // block] * block + (c - 1) % block for t, c in zip(tables, ctx)]
         ids = torch.randint(0, cfg.vocab_size, (n,))
         pos = torch.tensor(ctx) - 1
+        step = build_step_inputs([[i] for i in ids.tolist()], pos.tolist(), tables, [True] * n, block)
         with torch.no_grad():
             batch = build_attention_batch(tables, ctx, [1] * n, block, caches, backend, device="cuda")
             eager = tiny_model(ids.cuda(), pos.cuda(), batch).float()
-            width = max(len(t) for t in tables)
-            table_t = torch.tensor([t + [-1] * (width - len(t)) for t in tables], dtype=torch.int32)
-            replayed = graphs.replay(ids, pos, torch.tensor(slots), torch.tensor(ctx, dtype=torch.int32), table_t)
+            replayed = graphs.replay(step)
         torch.testing.assert_close(replayed.float(), eager, atol=2e-2, rtol=2e-2)
 
 
@@ -68,12 +67,13 @@ def test_too_large_batch_is_refused(tiny_model):
     from nanoserve.attention.batch import allocate_kv_cache
     from nanoserve.attention.flash import FlashAttentionBackend
     from nanoserve.engine.cuda_graph import DecodeGraphs
+    from nanoserve.engine.model_runner import build_step_inputs
 
     _, caches = allocate_kv_cache(2, 4, 256, 2, 128, dtype=torch.bfloat16, device="cuda")
     graphs = DecodeGraphs(tiny_model, caches, FlashAttentionBackend(), [1, 2], 512, 256)
     assert graphs.can_replay(2) and not graphs.can_replay(3)
     with pytest.raises(ValueError, match="bucket"):
-        graphs.replay(*(torch.zeros(3, dtype=torch.int64) for _ in range(4)), torch.zeros(3, 1, dtype=torch.int32))
+        graphs.replay(build_step_inputs([[0]] * 3, [0] * 3, [[0]] * 3, [True] * 3, 256))
 
 
 @pytest.mark.parametrize("enforce_eager", [False, True])
@@ -88,10 +88,9 @@ def test_engine_greedy_matches_transformers(tmp_path, enforce_eager):
     path = make_tiny_checkpoint(tmp_path / "m", seed=0, **GPU_TINY)
     llm = LLM(str(path), skip_tokenizer_init=True, enforce_eager=enforce_eager, max_num_seqs=8, enable_prefix_caching=False,
               max_model_len=1024, gpu_memory_utilization=0.3)
-    runner = llm.engine.executor if hasattr(llm, "engine") else None
-    if runner is not None:
-        assert type(runner).__name__ == ("ModelRunner" if enforce_eager else "CudaGraphModelRunner")
-        assert runner.backend.name == "flash" and runner.block_size == 256
+    runner = llm.engine.executor
+    assert type(runner).__name__ == ("ModelRunner" if enforce_eager else "AsyncModelRunner")  # async: CUDA default
+    assert runner.backend.name == "flash" and runner.block_size == 256
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (5, 300, 17, 600)]
     params = SamplingParams(temperature=0, max_tokens=24, ignore_eos=True)
@@ -114,6 +113,8 @@ def test_engine_greedy_matches_transformers(tmp_path, enforce_eager):
         exact += int((chosen == best).sum())
         total += len(gen)
     assert exact >= 0.8 * total
+    if not enforce_eager:  # 4 + 3 requests, 23 decode steps each at most; the long prompts' prefills run eagerly
+        assert 0 < runner.num_eager_steps < 20
 
 
 def test_async_scheduling_matches_the_synchronous_loop(tmp_path):
@@ -137,6 +138,7 @@ def test_async_scheduling_matches_the_synchronous_loop(tmp_path):
                   max_num_batched_tokens=256, max_model_len=1024, gpu_memory_utilization=0.3)
         assert llm.config.async_scheduling is overlap
         runs[overlap] = [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
+        assert type(llm.engine.executor).__name__ == ("AsyncModelRunner" if overlap else "CudaGraphModelRunner")
         llm.engine.shutdown()
     assert runs[True] == runs[False]
 
@@ -145,7 +147,7 @@ def test_prefill_graph_replay_equals_eager(tiny_model):
     """Short prefill and mixed steps replayed from PrefillGraphs give the eager forward's logits."""
     from nanoserve.attention.batch import allocate_kv_cache
     from nanoserve.engine.config import backend_class
-    from nanoserve.engine.cuda_graph import PrefillGraphs
+    from nanoserve.engine.prefill_graph import PrefillGraphs
     from nanoserve.engine.model_runner import build_step_inputs, pack_to_device
     from nanoserve.attention.batch import AttentionBatch
 

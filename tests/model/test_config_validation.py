@@ -121,12 +121,14 @@ def test_every_tensor_of_both_tiny_variants_is_known(tmp_path):
 
 def test_sharded_loading_still_works(checkpoint):
     """Tensor-parallel loaders slice a shard after the whole tensor's shape was checked."""
-    from nanoserve.model.layers import DenseLayers
+    from nanoserve.parallel.group import TPGroup
+    from nanoserve.parallel.layers import ShardedLayers
 
     config = load_config(checkpoint)
     full = load_qwen3(checkpoint)
     for rank in range(2):
-        shard = Qwen3ForCausalLM(config, DenseLayers(tp_rank=rank, tp_size=2))
+        group = TPGroup(rank, 2, process_group="placeholder: loading runs no collective")
+        shard = Qwen3ForCausalLM(config, ShardedLayers(group))
         load_weights(shard, checkpoint)
         want = full.model.layers[0].mlp.down_proj.weight[:, rank * 64:(rank + 1) * 64]
         assert torch.equal(shard.model.layers[0].mlp.down_proj.weight, want)

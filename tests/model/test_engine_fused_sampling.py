@@ -4,7 +4,8 @@ import torch
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
-from nanoserve.sampling import Sampler, SamplingParams
+from nanoserve.sampling import SamplingParams
+from nanoserve.sampler import Sampler, SamplerOutput
 
 
 @pytest.fixture(scope="module")
@@ -40,19 +41,20 @@ def test_fused_sampling_changes_nothing(checkpoint, overlap):
 
     fused_llm = _llm(checkpoint, overlap)
     runner, calls = fused_llm.engine.executor, []
+    full_execute = runner.execute
 
-    def run_sampled(step, temperatures, carry=None, to_host=True):
-        """What a graph runner computes: the lean sampler on the step's logits, from the runner's stream."""
-        if len(temperatures) != step.num_tokens:
-            return None
-        calls.append(len(temperatures))
-        logits = runner.run(step, carry)
-        tokens = Sampler(runner.generator)(logits, [SamplingParams(temperature=t) for t in temperatures])
-        return tokens.tolist() if to_host else tokens
+    def execute(batch, sampling):
+        """What a graph runner does when every row is plain: the lean sampler, from the runner's stream."""
+        if sampling.temperatures is None:
+            return full_execute(batch, sampling)
+        calls.append(len(sampling.temperatures))
+        logits = runner.forward(runner.prepare(batch, sampling))
+        tokens = Sampler(runner.generator)(logits, [SamplingParams(temperature=t) for t in sampling.temperatures])
+        return SamplerOutput(tokens)
 
-    runner.run_sampled = run_sampled
+    runner.execute = execute
     fused = fused_llm.generate(prompts, PARAMS, use_tqdm=False)
-    assert calls, "the engine never offered a step to run_sampled"
+    assert calls, "the engine never offered a plain step (sampling.temperatures) to the executor"
     assert [[c.token_ids for c in o.outputs] for o in fused] == [[c.token_ids for c in o.outputs] for o in plain]
     assert [[c.finish_reason for c in o.outputs] for o in fused] == [[c.finish_reason for c in o.outputs] for o in plain]
 

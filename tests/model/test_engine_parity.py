@@ -1,6 +1,8 @@
 """The engine's greedy output equals transformers' greedy generate, under every scheduling pressure."""
 import dataclasses
 
+from importlib.util import find_spec
+
 import pytest
 import torch
 from hf_reference import hf_greedy, hf_model
@@ -8,6 +10,10 @@ from hf_reference import hf_greedy, hf_model
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
+
+# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
+                                                     reason="nanoserve.engine.async_core is not exported yet"))
 
 # an untied head keeps random-weight greedy output from collapsing onto the last prompt token
 PROMPT_LENS = [1, 3, 8, 13, 21]
@@ -45,7 +51,7 @@ def reference(model):
     return greedy
 
 
-@pytest.fixture(autouse=True, params=[False, True], ids=["sync", "async"])
+@pytest.fixture(autouse=True, params=[False, ASYNC], ids=["sync", "async"])
 def loop(request, monkeypatch):
     """Every test runs with the step-at-a-time loop and with the one-step-ahead loop (chapter 08)."""
     monkeypatch.setitem(LOOP, "async_scheduling", request.param)

@@ -1,10 +1,16 @@
 """Stop tokens, stop strings, min_tokens, eos, text and streaming on a tiny model with the Qwen3 tokenizer."""
+from importlib.util import find_spec
+
 import pytest
 import torch
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
+
+# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
+                                                     reason="nanoserve.engine.async_core is not exported yet"))
 
 PROMPT = "The quick brown fox"
 
@@ -15,7 +21,7 @@ def checkpoint(tmp_path_factory):
                                 tie_word_embeddings=False, max_position_embeddings=128)
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["sync", "async"])
+@pytest.fixture(scope="module", params=[False, ASYNC], ids=["sync", "async"])
 def llm(checkpoint, request):
     """The step-at-a-time loop and the one-step-ahead loop (chapter 08) must stop in the same places."""
     return LLM(checkpoint, block_size=4, num_kv_blocks=64, seed=0, async_scheduling=request.param)

@@ -3,11 +3,17 @@ import gc
 import os
 import weakref
 
+from importlib.util import find_spec
+
 import pytest
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
+
+# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
+                                                     reason="nanoserve.engine.async_core is not exported yet"))
 
 GREEDY = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
 PROMPT = {"prompt_token_ids": [1, 2, 3]}
@@ -28,7 +34,7 @@ def build(checkpoint, **kwargs):
     return LLM(checkpoint, device="cpu", skip_tokenizer_init=True, block_size=16, num_kv_blocks=KV_BLOCKS, **kwargs)
 
 
-@pytest.mark.parametrize("async_scheduling", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("async_scheduling", [False, ASYNC], ids=["sync", "async"])
 def test_del_frees_the_engine_without_the_cycle_collector(checkpoint, async_scheduling):
     llm = build(checkpoint, async_scheduling=async_scheduling)
     llm.generate(PROMPT, GREEDY, use_tqdm=False)

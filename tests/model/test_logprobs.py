@@ -1,6 +1,8 @@
 """SamplingParams(logprobs=k): the sampled token's log-probability, rank and the top k, as transformers computes them."""
 import dataclasses
 
+from importlib.util import find_spec
+
 import pytest
 import torch
 from hf_reference import hf_model
@@ -10,7 +12,11 @@ from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.outputs import Logprob
 from nanoserve.sampling import SamplingParams
 
-LOOPS = pytest.mark.parametrize("overlap", [False, True], ids=["sync", "async"])
+# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
+                                                     reason="nanoserve.engine.async_core is not exported yet"))
+
+LOOPS = pytest.mark.parametrize("overlap", [False, ASYNC], ids=["sync", "async"])
 
 
 @pytest.fixture(scope="module")

@@ -1,13 +1,20 @@
 """Repetition, presence and frequency penalties: transformers' repetition penalty token for token, the others by formula."""
+from importlib.util import find_spec
+
 import pytest
 import torch
 from hf_reference import hf_greedy, hf_model
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
-from nanoserve.sampling import SamplingParams, apply_penalties
+from nanoserve.sampling import SamplingParams
+from nanoserve.sampler import apply_penalties
 
-LOOPS = pytest.mark.parametrize("overlap", [False, True], ids=["sync", "async"])
+# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
+                                                     reason="nanoserve.engine.async_core is not exported yet"))
+
+LOOPS = pytest.mark.parametrize("overlap", [False, ASYNC], ids=["sync", "async"])
 
 
 @pytest.fixture(scope="module")

@@ -1,11 +1,17 @@
 """Many consumers, one engine: streams, generate calls and threads share it and every request gets its tokens."""
 import threading
 
+from importlib.util import find_spec
+
 import pytest
 
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
+
+# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
+                                                     reason="nanoserve.engine.async_core is not exported yet"))
 
 GREEDY = SamplingParams(temperature=0, max_tokens=16, ignore_eos=True)
 P1, P2 = {"prompt_token_ids": [1, 2, 3]}, {"prompt_token_ids": [4, 5, 6, 7, 8]}
@@ -16,7 +22,7 @@ def checkpoint(tmp_path_factory):
     return make_tiny_checkpoint(tmp_path_factory.mktemp("router"), seed=0)
 
 
-@pytest.fixture(scope="module", params=[False, True], ids=["sync", "async"])
+@pytest.fixture(scope="module", params=[False, ASYNC], ids=["sync", "async"])
 def llm(checkpoint, request):
     llm = LLM(checkpoint, device="cpu", skip_tokenizer_init=True, block_size=4, num_kv_blocks=96,
               async_scheduling=request.param)

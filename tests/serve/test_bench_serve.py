@@ -5,7 +5,7 @@ import math
 import pytest
 
 from conftest import MODEL_NAME
-from nanoserve.bench_serve import main, parse_slos, percentiles, sample_requests
+from nanoserve.bench.serve import main, parse_slos, percentiles, sample_requests
 
 
 def test_bench_client_writes_json_with_percentiles(server, tmp_path):

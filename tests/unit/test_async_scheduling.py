@@ -1,13 +1,16 @@
-"""The one-step-ahead loop (chapter 08): placeholders in the scheduler, carried tokens, abort mid-flight."""
+"""The host one step ahead (chapter 09): placeholders in the scheduler, carried tokens, abort mid-flight."""
 import numpy as np
 import pytest
 import torch
 
+from nanoserve.attention.torch_ref import TorchAttentionBackend
+from nanoserve.engine.async_core import AsyncEngineCore, needs_host_tokens, without_finished
+from nanoserve.engine.async_scheduler import PLACEHOLDER, AsyncScheduler, CarriedTokens
 from nanoserve.engine.config import EngineConfig
-from nanoserve.engine.cuda_graph import DecodeGraphs
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.engine.model_runner import CarriedTokens
-from nanoserve.engine.scheduler import PLACEHOLDER, ScheduledBatch, Scheduler, SchedulerConfig
+from nanoserve.engine.model_runner import ModelRunner, build_step_inputs
+from nanoserve.engine.prefill_graph import AsyncModelRunner, CarryingDecodeGraphs, with_carry
+from nanoserve.engine.scheduler import ScheduledBatch, SchedulerConfig
 from nanoserve.engine.sequence import Sequence
 from nanoserve.kv.blocks import BlockManager
 from nanoserve.model.tiny import make_tiny_checkpoint
@@ -15,7 +18,7 @@ from nanoserve.sampling import SamplingParams
 
 
 def scheduler(num_blocks=16, block_size=4):
-    return Scheduler(SchedulerConfig(8, 32, 64), BlockManager(num_blocks, block_size))
+    return AsyncScheduler(SchedulerConfig(8, 32, 64), BlockManager(num_blocks, block_size))
 
 
 def test_advance_then_commit_equals_update():
@@ -64,18 +67,19 @@ def test_commit_skips_finished_and_refuses_a_missing_placeholder():
         sched.commit([b], [])
 
 
+class Capturable(TorchAttentionBackend):
+    supports_cuda_graphs = True
+
+
 def test_graph_lanes_read_carried_tokens():
     """The gather the decode graphs capture, run on CPU static buffers: carried lanes read last_tokens."""
-    g = DecodeGraphs.__new__(DecodeGraphs)
-    g.buckets, g.table_width = [1, 2, 4], 2
-    g._allocate_static(4, "cpu")
+    g = CarryingDecodeGraphs(None, [], Capturable(), [1, 2, 4], max_model_len=8, block_size=4, device="cpu")
     previous = torch.tensor([70, 71, 72])  # sampled eagerly by the step before: copied into last_tokens
-    carry = CarriedTokens(rows=np.array([0, 2]), src=np.array([2, 0]), tokens=previous)
-    n, bs = g._prepare([PLACEHOLDER, 5, PLACEHOLDER], [3, 4, 5], [3, 4, 5], [4, 5, 6], [[0, 1], [2, 3], [4, 5]],
-                       carry=carry)
-    assert (n, bs) == (3, 4)
+    step = build_step_inputs([[PLACEHOLDER], [5], [PLACEHOLDER]], [3, 4, 5], [[0, 1], [2, 3], [4, 5]], [True] * 3, 4)
+    bs = g.stage(with_carry(step, CarriedTokens(rows=np.array([0, 2]), src=np.array([2, 0]), tokens=previous)))
+    assert bs == 4
     assert g._lane_input_ids(bs).tolist() == [72, 5, 70, 0]  # the padding lane keeps its staged id
-    g._prepare([9], [0], [0], [1], [[0]])  # no carry: every lane reads its staged id
+    g.stage(build_step_inputs([[9]], [0], [[0]], [True], 4))  # no carry: every lane reads its staged id
     assert g._lane_input_ids(1).tolist() == [9]
 
 
@@ -85,14 +89,25 @@ def checkpoint(tmp_path_factory):
                                 max_position_embeddings=64)
 
 
-def engine(checkpoint, overlap=True, **kwargs):
-    return LLMEngine.from_args(str(checkpoint), device="cpu", dtype="float32", skip_tokenizer_init=True,
-                               block_size=4, num_kv_blocks=32, async_scheduling=overlap, **kwargs)
+def engine(checkpoint, overlap=True, carry=False, **kwargs):
+    """An LLMEngine; with `carry`, its async core runs an AsyncModelRunner (carried tokens gathered on the CPU)."""
+    e = LLMEngine.from_args(str(checkpoint), device="cpu", dtype="float32", skip_tokenizer_init=True,
+                            block_size=4, num_kv_blocks=32, async_scheduling=overlap, **kwargs)
+    if carry:
+        e.core.shutdown()
+        e.core = AsyncEngineCore(e.config, e.model_config, AsyncModelRunner(e.config, e.model_config))
+    return e
 
 
 def test_async_scheduling_defaults_off_on_the_cpu(checkpoint):
     assert engine(checkpoint, overlap=None).config.async_scheduling is False
     assert EngineConfig(model="x").async_scheduling is None  # "decide when resolving"
+
+
+def test_cpu_async_core_runs_the_plain_runner_and_finishes_first(checkpoint):
+    e = engine(checkpoint)
+    assert type(e.core) is AsyncEngineCore and type(e.executor) is ModelRunner and not e.core.carries
+    assert engine(checkpoint, carry=True).core.carries
 
 
 def drain(e, outs, calls=None):
@@ -105,12 +120,34 @@ def drain(e, outs, calls=None):
     return outs
 
 
-def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint):
+PARAMS = [SamplingParams(temperature=0, max_tokens=6), SamplingParams(temperature=0, max_tokens=3, min_tokens=2),
+          SamplingParams(temperature=0, max_tokens=7, repetition_penalty=1.3),  # history on the host: finish first
+          SamplingParams(temperature=0.8, seed=4, max_tokens=5)]
+PROMPTS = [[1, 2, 3, 4, 5], [6, 7, 8], [9, 10, 11, 12, 13, 14, 15], [16, 17]]
+
+
+@pytest.mark.parametrize("carry", [False, True], ids=["finish-first", "carry"])
+def test_one_step_ahead_gives_the_synchronous_tokens(checkpoint, carry):
+    want = {}
+    sync = engine(checkpoint, overlap=False, max_num_batched_tokens=8)
+    for i, (p, sp) in enumerate(zip(PROMPTS, PARAMS)):
+        sync.add_request(str(i), p, sp)
+    drain(sync, want)
+    e = engine(checkpoint, carry=carry, max_num_batched_tokens=8)
+    for i, (p, sp) in enumerate(zip(PROMPTS, PARAMS)):
+        e.add_request(str(i), p, sp)
+    assert drain(e, {}) == want
+    assert e.block_manager.num_free_blocks == e.num_kv_blocks
+    assert e.stats.eager_steps == e.executor.num_eager_steps > 0  # on a CPU nothing is replayed
+
+
+@pytest.mark.parametrize("carry", [False, True], ids=["finish-first", "carry"])
+def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint, carry):
     params = SamplingParams(temperature=0, max_tokens=6)
     sync = engine(checkpoint, overlap=False)
     sync.add_request("kept", [6, 7, 8], params)
     want = drain(sync, {})["kept"]
-    e = engine(checkpoint)
+    e = engine(checkpoint, carry=carry)
     e.add_request("gone", [1, 2, 3, 4, 5], params)
     e.add_request("kept", [6, 7, 8], params)
     assert e.step() == []  # the first step is still "on the GPU"
@@ -125,8 +162,6 @@ def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint):
 
 
 def test_a_batch_loses_sequences_that_stopped_before_it_launched():
-    from nanoserve.engine.overlap import _needs_host_tokens, _without_finished
-
     sched = scheduler()
     a = Sequence(0, [1, 2], max_tokens=5, params=SamplingParams(repetition_penalty=1.2))
     b = Sequence(1, [3, 4], max_tokens=5, params=SamplingParams())
@@ -134,8 +169,18 @@ def test_a_batch_loses_sequences_that_stopped_before_it_launched():
         sched.add(s)
     sched.advance(sched.schedule())  # both prefilled, placeholders pending
     batch = sched.schedule()
-    assert _needs_host_tokens(batch)  # a's penalty counts its last token, which is still on its way
+    assert needs_host_tokens(batch)  # a's penalty counts its last token, which is still on its way
     sched.finish(b, "stop")  # found when the tokens came back
-    kept = _without_finished(batch)
+    kept = without_finished(batch)
     assert kept.seqs == [a] and kept.num_new_tokens == [1] and kept.samples == [True]
-    assert not _needs_host_tokens(ScheduledBatch([b], [1], [True]))
+    assert not needs_host_tokens(ScheduledBatch([b], [1], [True]))
+
+
+def test_carry_refuses_a_placeholder_inside_a_chunk(checkpoint):
+    e = engine(checkpoint, carry=True)
+    core = e.core
+    seq = Sequence(0, [1, 2, 3], max_tokens=4)
+    core.in_flight = type("Flight", (), {"batch": ScheduledBatch([seq], [3], [True]), "tokens": torch.tensor([5])})()
+    with pytest.raises(RuntimeError, match="placeholder"):
+        core._carry(ScheduledBatch([seq], [2], [True]))
+    core.in_flight = None

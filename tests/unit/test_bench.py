@@ -6,16 +6,17 @@ import time
 
 import pytest
 
-import nanoserve.bench as bench
-from nanoserve.bench import engine_options, measure_latency, measure_throughput, parse_run_args, parse_workloads, \
-    run_benchmark, run_parser
-from nanoserve.bench_checks import BenchArgumentError, smoke_model_dir
-from nanoserve.bench_floor import H200_DATASHEET, decode_step_floor_s, model_cost, workload_floor
-from nanoserve.bench_results import (BUNDLE_SCHEMA, PROVENANCE_KEYS, SCHEMA, collect_provenance, latency_rows,
-                                     load_results, make_bundle, report_markdown, result_filename, save_result,
-                                     throughput_rows, unpack_bundle)
-from nanoserve.bench_workloads import (BenchRequest, latency_requests, make_workload, random_requests, redraw_ids,
-                                       shared_prefix_len, total_output_tokens)
+import nanoserve.bench.cli as bench
+from nanoserve.bench.checks import BenchArgumentError, smoke_model_dir
+from nanoserve.bench.cli import engine_options, parse_run_args, parse_workloads, run_benchmark, run_parser
+from nanoserve.bench.floor import H200_DATASHEET, decode_step_floor_s, model_cost, workload_floor
+from nanoserve.bench.measure import measure_latency, measure_throughput
+from nanoserve.bench.provenance import (PROVENANCE_KEYS, collect_provenance, make_bundle, result_filename,
+                                        save_result, unpack_bundle)
+from nanoserve.bench.results import (BUNDLE_SCHEMA, SCHEMA, engines_table, latency_rows, load_results,
+                                     report_markdown, throughput_rows)
+from nanoserve.bench.workloads import (WORKLOAD_SPECS, BenchRequest, latency_requests, make_workload,
+                                       random_requests, redraw_ids, shared_prefix_len, total_output_tokens)
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG
 
 
@@ -184,7 +185,7 @@ def fake_result(engine, workload, tok_s, session="s1", date="2026-01-01T00:00:00
 
 
 def test_environment_keeps_only_engine_knobs(monkeypatch):
-    from nanoserve.bench_results import environment
+    from nanoserve.bench.provenance import environment
 
     monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "0")
     monkeypatch.setenv("SOME_SECRET_TOKEN", "x")
@@ -362,3 +363,105 @@ def test_cpu_smoke_preset_runs_quickly_with_a_progress_bar(tmp_path, monkeypatch
     assert results["random"]["command"] == "python -m nanoserve.bench --preset cpu-smoke"
     err = capsys.readouterr().err
     assert "nanoserve random: 100%" in err and "nanoserve latency: 100%" in err
+
+
+# ---- the new workloads, nano-vllm's adapter, the engines table --------------------------------
+def test_new_workloads_have_fixed_totals_and_their_own_defaults():
+    churn, prefill = make_workload("high-churn"), make_workload("prefill-bound")
+    assert len(churn) == 1024 and total_output_tokens(churn) == 37_155
+    assert all(16 <= len(r.prompt_token_ids) <= 128 and 8 <= r.max_tokens <= 64 for r in churn)
+    assert len(prefill) == 128 and total_output_tokens(prefill) == 2_681
+    assert all(2048 <= len(r.prompt_token_ids) <= 3072 for r in prefill)
+    assert make_workload("high-churn", num_requests=8) == random_requests(8, (16, 128), (8, 64))
+    assert set(WORKLOAD_SPECS) == {"random", "shared-prefix", "high-churn", "prefill-bound"}
+
+
+def test_engines_table_puts_engines_side_by_side():
+    results = [fake_result(e, w, tok_s) for e, w, tok_s in (("vllm", "random", 200.0), ("nanoserve", "random", 100.0),
+                                                            ("nano-vllm", "random", 150.0),
+                                                            ("transformers", "high-churn", 10.0))]
+    lines = engines_table(results, "s1").splitlines()
+    assert lines[0].split() == ["workload", "nanoserve", "vllm", "nano-vllm", "transformers"]
+    assert lines[1].split() == ["random", "100", "(0.50×)", "200", "(1.00×)", "150", "(0.75×)", "–"]
+    assert lines[2].split() == ["high-churn", "–", "–", "–", "10"]
+
+
+def test_nano_vllm_flags_are_checked_at_the_door(tmp_path):
+    args = parse_run_args(["--engine", "nano-vllm", "--workload", "random", "--model", str(tmp_path),
+                           "--nano-vllm-path", "/somewhere", "--block-size", "256"])
+    opts = engine_options(args)
+    assert opts["nano_vllm_path"] == "/somewhere" and opts["block_size"] == 256
+    with pytest.raises(BenchArgumentError, match="--nano-vllm-path applies to --engine nano-vllm only"):
+        engine_options(parse_run_args(["--engine", "vllm", "--workload", "random", "--model", str(tmp_path),
+                                       "--nano-vllm-path", "/somewhere"]))
+
+
+FAKE_NANOVLLM = '''
+from dataclasses import dataclass
+
+
+@dataclass
+class SamplingParams:
+    temperature: float = 1.0
+    max_tokens: int = 64
+    ignore_eos: bool = False
+
+    def __post_init__(self):
+        assert self.temperature > 1e-10, "greedy sampling is not permitted"
+
+
+class LLM:
+    def __init__(self, model, **kwargs):
+        self.kwargs = kwargs
+        self.exited = False
+
+    def generate(self, prompts, params, use_tqdm=True):
+        return [{"text": "", "token_ids": [1] * p.max_tokens} for p in params]
+
+    def step(self):
+        return [], 0
+
+    def exit(self):
+        self.exited = True
+'''
+
+
+def test_nano_vllm_adapter_with_a_stand_in_package(tmp_path, monkeypatch):
+    import sys
+
+    from nanoserve.bench.engines import NanoVllmEngine
+
+    (tmp_path / "nano" / "nanovllm").mkdir(parents=True)
+    (tmp_path / "nano" / "nanovllm" / "__init__.py").write_text(FAKE_NANOVLLM)
+    (tmp_path / "nano" / "COMMIT").write_text("abc123\n")
+    monkeypatch.setattr(sys, "path", list(sys.path))  # the adapter prepends the checkout; undone after the test
+    monkeypatch.delitem(sys.modules, "nanovllm", raising=False)
+    engine = NanoVllmEngine("model-dir", {"nano_vllm_path": str(tmp_path / "nano"), "block_size": 256, "seed": 0,
+                                          "enable_prefix_caching": True, "max_model_len": 64})
+    assert engine.llm.kwargs == {"kvcache_block_size": 256, "max_model_len": 64}
+    assert engine.source() == {"path_name": "nano", "commit": "abc123"}
+    metrics, _ = measure_throughput(engine, make_workload("random", 3, (4, 8), (2, 5)), runs=2, temperature=0.6)
+    assert metrics["complete"] and metrics["prefix_cache_reset"] == [False, False]
+    lat = measure_latency(engine, batch_sizes=(1,), length=3, reps=1)  # greedy: a tiny temperature instead
+    assert set(lat["batches"]) == {"1"}
+    llm = engine.llm
+    engine.close()
+    assert llm.exited
+    with pytest.raises(ValueError, match="does not take options"):
+        NanoVllmEngine("m", {"nano_vllm_path": str(tmp_path / "nano"), "num_kv_blocks": 4})
+    monkeypatch.delitem(sys.modules, "nanovllm", raising=False)
+
+
+def test_the_committed_four_engine_session_reads_as_one_table():
+    from pathlib import Path
+
+    results_dir = Path(__file__).resolve().parents[2] / "benchmarks" / "results"
+    session = [r for r in load_results(results_dir) if r.get("session") == "2026-12-01T09:20:00Z"]
+    if not session:
+        pytest.skip("the four-engine session is not in this checkout")
+    lines = engines_table(session, "2026-12-01T09:20:00Z").splitlines()
+    assert lines[0].split() == ["workload", "nanoserve", "vllm", "nano-vllm", "transformers"]
+    assert [line.split()[0] for line in lines[1:5]] == ["random", "shared-prefix", "high-churn", "prefill-bound"]
+    assert all(r["metrics"]["complete"] for r in session if r["workload"] != "latency")
+    nano_vllm = next(r for r in session if r["engine"] == "nano-vllm")
+    assert len(nano_vllm["provenance"]["engine_source"]["commit"]) == 40

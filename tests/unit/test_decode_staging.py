@@ -1,30 +1,23 @@
-"""DecodeGraphs' one-copy staging writes exactly what pad_decode_inputs describes (CPU: no capture needed)."""
+"""The graphs' one-copy staging writes exactly what pad_decode_inputs describes (CPU: nothing captured)."""
 import numpy as np
 import pytest
 import torch
 
-from nanoserve.engine.cuda_graph import DecodeGraphs, pad_decode_inputs
+from nanoserve.engine.cuda_graph import DecodeStaging, graph_sample, pad_decode_inputs
+from nanoserve.engine.model_runner import build_step_inputs
 
 
-def _staging(buckets, table_width):
-    """A DecodeGraphs with static buffers on the CPU and nothing captured."""
-    g = DecodeGraphs.__new__(DecodeGraphs)
-    g.buckets, g.table_width = sorted(buckets), table_width
-    g._allocate_static(g.buckets[-1], "cpu")
-    return g
+def decode_step(ids, positions, tables, block_size=4):
+    """A decode StepInputs: one new token per sequence at `positions`."""
+    return build_step_inputs([[i] for i in ids], positions, tables, [True] * len(ids), block_size)
 
 
-@pytest.mark.parametrize("as_tensors", [False, True])
-def test_staged_buffers_equal_padded_inputs(as_tensors):
-    g = _staging([1, 2, 4, 8], table_width=3)
-    ids, pos, slots, ctx = [5, 6, 7], [9, 3, 4], [41, 13, 70], [10, 4, 5]
-    tables = [[2, 3, -1], [1, -1, -1], [4, 8, -1]]
-    args = [ids, pos, slots, ctx, tables]
-    if as_tensors:
-        args = [torch.tensor(a, dtype=torch.int32 if i >= 3 else torch.int64) for i, a in enumerate(args)]
-    n, bs = g._prepare(*args)
-    assert (n, bs) == (3, 4)
-    p = pad_decode_inputs(ids, pos, slots, ctx, tables, bucket=8, table_width=3)
+def test_staged_buffers_equal_padded_inputs():
+    g = DecodeStaging([1, 2, 4, 8], max_model_len=12, block_size=4, device="cpu")
+    ids, pos, tables = [5, 6, 7], [9, 3, 4], [[2, 3, 4], [1], [4, 8]]
+    step = decode_step(ids, pos, tables)
+    assert g.stage(step) == 4
+    p = pad_decode_inputs(ids, pos, step.slot_mapping.tolist(), [10, 4, 5], tables, bucket=8, table_width=3)
     assert g.input_ids.tolist() == p.input_ids and g.positions.tolist() == p.positions
     assert g.slot_mapping.tolist() == p.slot_mapping and g.context_lens.tolist() == p.context_lens
     assert g.block_tables.tolist() == p.block_tables
@@ -33,51 +26,47 @@ def test_staged_buffers_equal_padded_inputs(as_tensors):
 
 
 def test_sampling_rows_and_narrow_tables():
-    g = _staging([1, 2], table_width=4)
-    g._prepare([1, 2], [0, 5], [3, 9], [1, 6], np.array([[0], [2]], np.int32),
-               temperature=np.array([1.0, 0.5], np.float32), greedy=np.array([True, False]))
-    assert g.block_tables.tolist() == [[0, -1, -1, -1], [2, -1, -1, -1]]
+    g = DecodeStaging([1, 2], max_model_len=16, block_size=4, device="cpu")
+    g.stage(decode_step([1, 2], [0, 5], [[0], [2, 3]]), temperatures=[0.0, 0.5])
+    assert g.block_tables.tolist() == [[0, -1, -1, -1], [2, 3, -1, -1]]
     torch.testing.assert_close(g.temperature, torch.tensor([1.0, 0.5]))
     assert g.greedy.tolist() == [1, 0]
 
 
 def test_staging_refuses_bad_inputs():
-    g = _staging([1, 2], table_width=2)
+    g = DecodeStaging([1, 2], max_model_len=8, block_size=4, device="cpu")
     with pytest.raises(ValueError, match="bucket"):
-        g._prepare([1, 2, 3], [0, 0, 0], [0, 1, 2], [1, 1, 1], [[0], [0], [0]])
+        g.stage(decode_step([1, 2, 3], [0, 0, 0], [[0], [0], [0]]))
     with pytest.raises(ValueError, match="width"):
-        g._prepare([1], [0], [0], [1], [[0, 1, 2]])
-    with pytest.raises(ValueError, match="one entry"):
-        g._prepare([1], [0, 1], [0], [1], [[0]])
+        g.stage(decode_step([1], [11], [[0, 1, 2]]))
+    with pytest.raises(ValueError, match="one token per sequence"):
+        g.stage(build_step_inputs([[1, 2]], [0], [[0]], [True], 4))
+    with pytest.raises(ValueError, match="temperatures"):
+        g.stage(decode_step([1], [0], [[0]]), temperatures=[0.0, 1.0])
 
 
 def test_graph_sampler_math_equals_eager_sampler():
     """The captured sampling step draws the same tokens as chapter 06's Sampler from the same generator state."""
-    from nanoserve.sampling import Sampler, SamplingParams
-
-    class Head:
-        def compute_logits(self, hidden):
-            return hidden @ weight.T
+    from nanoserve.sampler import Sampler
+    from nanoserve.sampling import SamplingParams
 
     torch.manual_seed(0)
-    weight = torch.randn(50, 8)
-    g = _staging([4], table_width=1)
-    g.model, g.hidden = Head(), {4: torch.randn(4, 8)}
+    logits = torch.randn(4, 50)
     temps = [0.0, 0.7, 1.3, 0.0]
-    g._prepare([0] * 4, [0] * 4, [0] * 4, [1] * 4, [[0]] * 4, temperature=np.array([1.0, 0.7, 1.3, 1.0], np.float32),
-               greedy=np.array([t == 0 for t in temps]))
+    temperature = torch.tensor([1.0 if t == 0 else t for t in temps])
+    greedy = torch.tensor([int(t == 0) for t in temps])
     for seed in range(5):
-        fused = g._sample_tokens(4, torch.Generator().manual_seed(seed))
-        eager = Sampler(torch.Generator().manual_seed(seed))(Head().compute_logits(g.hidden[4]),
-                                                             [SamplingParams(temperature=t) for t in temps])
+        fused = graph_sample(logits, temperature, greedy, torch.Generator().manual_seed(seed))
+        eager = Sampler(torch.Generator().manual_seed(seed))(logits, [SamplingParams(temperature=t) for t in temps])
         assert fused.tolist() == eager.tolist()
 
 
 def test_prefill_staging_pads_sequences_and_rows():
     """PrefillGraphs' staging (CPU, nothing captured): empty sequence slots, rows of no sequence, logits rows."""
     from nanoserve.attention.torch_ref import TorchAttentionBackend
-    from nanoserve.engine.cuda_graph import PREFILL_TOKEN_BUCKETS, PrefillGraphs, bucket_for
-    from nanoserve.engine.model_runner import CarriedTokens, build_step_inputs
+    from nanoserve.engine.async_scheduler import CarriedTokens
+    from nanoserve.engine.cuda_graph import bucket_for
+    from nanoserve.engine.prefill_graph import PREFILL_TOKEN_BUCKETS, PrefillGraphs, with_carry
 
     class Capturable(TorchAttentionBackend):
         supports_cuda_graphs = True
@@ -89,7 +78,7 @@ def test_prefill_staging_pads_sequences_and_rows():
     step = build_step_inputs([[-1], [21, 22, 23]], starts=[5, 4], block_tables=[[3, 4], [7, 8]],
                              samples=[True, True], block_size=4)
     assert g.bucket_for(step) == 8
-    g.stage(step, CarriedTokens(rows=np.array([0]), src=np.array([1]), tokens=torch.tensor([40, 41])))
+    g.stage(with_carry(step, CarriedTokens(rows=np.array([0]), src=np.array([1]), tokens=torch.tensor([40, 41]))))
     x = g.inputs
     assert x["input_ids"].tolist() == [-1, 21, 22, 23, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
     assert x["carry_src"].tolist()[:2] == [1, -1] and last.tolist()[:2] == [40, 41]  # eager tokens copied in

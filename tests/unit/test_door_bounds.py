@@ -6,7 +6,8 @@ import torch
 
 from nanoserve.engine.config import EngineConfig, gpu_kv_cache_bytes, kv_cache_fits
 from nanoserve.llm import check_conversations
-from nanoserve.sampling import Sampler, SamplingParams
+from nanoserve.sampling import SamplingParams
+from nanoserve.sampler import Sampler
 
 GiB = 2**30
 
@@ -34,7 +35,7 @@ def test_repetition_penalty_outside_float32_safe_range_is_rejected(penalty):
 
 @pytest.mark.parametrize("penalty", [1e-5, 1e5])
 def test_repetition_penalty_at_its_bounds_keeps_logits_finite(penalty):
-    from nanoserve.sampling import apply_penalties
+    from nanoserve.sampler import apply_penalties
 
     logits = torch.randn(1, 50) * 30
     logits[0, 3] = 0.0

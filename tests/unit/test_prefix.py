@@ -86,9 +86,9 @@ def test_partial_and_uncomputed_blocks_are_not_cached():
     bm.allocate(table, len(prompt))
     bm.cache_blocks(table, prompt, 6)  # a chunked prefill has computed 6 tokens: one full block
     assert bm.num_cached_blocks == 1
-    assert bm.cached_token_ids(table[0]) == (0, 1, 2, 3) and bm.cached_token_ids(table[1]) is None
+    assert bm.cached_block(table[0]).token_ids == (0, 1, 2, 3) and bm.cached_block(table[1]) is None
     bm.cache_blocks(table, prompt, 10)
-    assert bm.num_cached_blocks == 2 and bm.cached_token_ids(table[2]) is None
+    assert bm.num_cached_blocks == 2 and bm.cached_block(table[2]) is None
     with pytest.raises(ValueError):
         bm.cache_blocks(table, prompt, 11)
     with pytest.raises(ValueError):
@@ -108,6 +108,27 @@ def test_hash_collision_cannot_return_wrong_blocks():
     # simulate a collision: the key of [7, 7] points at the block that holds [1, 2]
     bm._index[block_hash(None, [7, 7])] = table[0]
     assert bm.match_prefix([7, 7, 5]) == []
+
+
+def test_cached_block_and_hash_chain_rows_follow_the_chain():
+    from nanoserve.course.kv_viz import hash_chain_rows
+
+    bm = PrefixCachingBlockManager(num_blocks=16, block_size=4)
+    shared = list(range(100, 108))
+    a, _ = run_prompt(bm, shared + [1, 2, 3, 4, 5])
+    b, cached = run_prompt(bm, shared + [9, 9, 9, 9, 9])
+    assert cached == 8 and a[:2] == b[:2]
+    first, second = bm.cached_block(a[0]), bm.cached_block(a[1])
+    assert first.parent_hash is None and second.parent_hash == first.hash
+    assert bm.cached_block(a[3]) is None  # partial: never registered
+    with pytest.raises(ValueError):
+        bm.cached_block(16)
+    rows = hash_chain_rows(bm, [a, b])
+    assert [c["shared"] for c in rows[1]] == [True, True, False, False]
+    assert [c["ref_count"] for c in rows[0]] == [2, 2, 1, 1]
+    assert rows[0][0]["parent"] == "root" and rows[0][1]["parent"] == rows[0][0]["hash"]
+    assert rows[0][2]["parent"] == rows[1][2]["parent"] and rows[0][2]["hash"] != rows[1][2]["hash"]
+    assert rows[0][3]["hash"] is None and rows[1][3]["hash"] is None
 
 
 def test_reallocation_drops_the_hash_least_recently_freed_first():
@@ -186,12 +207,12 @@ def check_invariants(bm, live):
     # every cached block in a live table holds exactly the tokens that were hashed for it
     for req in live:
         for j, b in enumerate(req.table):
-            cached = bm.cached_token_ids(b)
+            cached = bm.cached_block(b)
             if cached is not None:
-                assert list(cached) == req.tokens[j * bm.block_size:(j + 1) * bm.block_size]
+                assert list(cached.token_ids) == req.tokens[j * bm.block_size:(j + 1) * bm.block_size]
     # and whatever match_prefix returns for a live request's tokens is a prefix of equal tokens
     for req in live:
         matched = bm.match_prefix(req.tokens)
         for j, b in enumerate(matched):
-            assert list(bm.cached_token_ids(b)) == req.tokens[j * bm.block_size:(j + 1) * bm.block_size]
+            assert list(bm.cached_block(b).token_ids) == req.tokens[j * bm.block_size:(j + 1) * bm.block_size]
         bm.free(matched)

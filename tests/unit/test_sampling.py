@@ -4,7 +4,8 @@ import math
 import pytest
 import torch
 
-from nanoserve.sampling import Sampler, SamplingParams, derive_seed
+from nanoserve.sampling import SamplingParams, derive_seed
+from nanoserve.sampler import Sampler
 
 LOGITS = torch.tensor([2.0, 1.5, 1.0, 0.2, -0.5, -1.0, -3.0])
 DRAWS = 8000

@@ -158,10 +158,10 @@ def test_outputs_under_tiny_cache_equal_unconstrained_run():
     assert bm.num_free_blocks == bm.num_blocks
 
 
-def test_stop_checker_and_external_finish():
+def test_eos_and_external_finish():
     sched, bm = make()
-    sched.stop_checker = lambda seq: "stop" if seq.last_token_id == 0 else None
     a, b, c = add_all(sched, [(3, 50), (3, 5), (4, 5)])
+    a.eos_token_ids = frozenset({0})
     batch = sched.schedule()
     done = sched.update(batch, [0, 1, 2])
     assert done == [a] and a.finish_reason == "stop" and a.block_table == []
@@ -173,6 +173,30 @@ def test_stop_checker_and_external_finish():
     assert sched.num_waiting == 0
     run(sched)
     assert c.finish_reason == "length" and bm.num_free_blocks == bm.num_blocks
+
+
+class _Params:
+    """The three SamplingParams fields the scheduler's stop rules read."""
+
+    def __init__(self, stop_token_ids=(), min_tokens=0):
+        self.stop_token_ids, self.min_tokens, self.prompt_logprobs = list(stop_token_ids), min_tokens, None
+
+
+def test_stop_tokens_min_tokens_and_stop_on_the_last_token():
+    sched, bm = make()
+    early = Sequence(0, [1, 2, 3], max_tokens=5, params=_Params(stop_token_ids=[7], min_tokens=2),
+                     eos_token_ids=[9])
+    last = Sequence(1, [4, 5], max_tokens=2, params=_Params(stop_token_ids=[7]))
+    for s in (early, last):
+        sched.add(s)
+    tokens = iter([[9, 8], [7, 7]])  # early: eos before min_tokens is kept; then a stop token
+    while sched.has_unfinished():
+        batch = sched.schedule()
+        step = next(tokens)
+        sched.update(batch, [step[s.seq_id] if x else None for s, x in zip(batch.seqs, batch.samples)])
+    assert early.output_token_ids == [9, 7] and early.finish_reason == "stop" and early.stop_reason == 7
+    assert last.output_token_ids == [8, 7] and last.finish_reason == "stop"  # on its last token: still "stop"
+    assert bm.num_free_blocks == bm.num_blocks
 
 
 def test_update_checks_lengths():
@@ -271,7 +295,7 @@ def test_random_workloads_always_finish_without_leaks(w):
 
 
 def test_simulation_helpers_record_steps_and_render_state():
-    from nanoserve.engine.simulate import format_trace, render_snapshot, run_workload, snapshot
+    from nanoserve.course.simulate import format_trace, render_snapshot, run_workload, snapshot
 
     sched, bm = make(num_blocks=8, block_size=4, budget=8, max_model_len=32)
     seqs = [Sequence(i, [i + 1] * p, max_tokens=m) for i, (p, m) in enumerate([(5, 3), (10, 2)])]

@@ -4,7 +4,7 @@ import torch
 
 from nanoserve.attention.batch import (AttentionBackend, AttentionBatch, allocate_kv_cache,
                                        build_attention_batch, slots_for)
-from nanoserve.attention.torch_ref import TorchAttentionBackend, dense_causal_attention, store_kv
+from nanoserve.attention.torch_ref import TorchAttentionBackend, causal_attention_at_end, store_kv
 from nanoserve.kv.blocks import BlockManager
 
 
@@ -53,7 +53,7 @@ def assert_matches_dense(context_lens, query_lens, block_size, **kw):
     for b, (k, v) in enumerate(kv):
         rows = slice(starts[b], starts[b + 1])
         torch.testing.assert_close(out[rows], reference_attention(q[rows], k, v))
-        torch.testing.assert_close(out[rows], dense_causal_attention(q[rows], k, v))
+        torch.testing.assert_close(out[rows], causal_attention_at_end(q[rows], k, v))
     if batch.is_decode:
         backend = batch.backend
         torch.testing.assert_close(backend.decode(q, *caches[1], batch), backend.varlen(q, *caches[1], batch))
@@ -111,7 +111,7 @@ def test_padded_decode_rows_are_zero():
     q, k = torch.randn(2, 2, 4), torch.randn(2, 1, 4)
     out = backend.forward(q, k, k, 0, batch)
     assert torch.isfinite(out).all() and out[1].abs().sum() == 0
-    torch.testing.assert_close(out[0], dense_causal_attention(q[:1], k[:1], k[:1])[0])
+    torch.testing.assert_close(out[0], causal_attention_at_end(q[:1], k[:1], k[:1])[0])
 
 
 def test_bfloat16_inputs_come_back_in_bfloat16():

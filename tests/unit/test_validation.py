@@ -108,7 +108,7 @@ BAD_REQUESTS = [
     ({"prompt_token_ids": [1, 2.0]}, TypeError, "ints"),
     ({"prompt_token_ids": [1, True]}, TypeError, "ints"),
     ({"prompt_token_ids": [1, 512]}, ValueError, "vocabulary"),
-    ({"prompt_token_ids": [-1]}, ValueError, "vocabulary"),
+    ({"prompt_token_ids": [-1]}, ValueError, "non-negative"),
     ({"prompt_token_ids": "1 2 3"}, TypeError, "list of ints"),
     ({"prompt_ids": [1]}, ValueError, "unknown prompt keys"),
     ({"prompt_token_ids": list(range(48))}, ValueError, "max_model_len"),

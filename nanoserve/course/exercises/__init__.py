@@ -31,8 +31,8 @@ def checks_of(exercise_id: str) -> dict:
     return dict(getattr(module, "CHECKS", {})) if module is not None else {}
 
 
-def check_exercise(exercise_id: str, answer) -> bool:
-    """Run the checker of `exercise_id` on `answer`; print the verdict; True when it passed.
+def check_exercise(exercise_id: str, answer) -> None:
+    """Run the checker of `exercise_id` on `answer` and print the verdict.
 
     An answer that is still the chapter's stub (it raises NotImplementedError) is reported as not attempted,
     so Run All never stops here; a wrong answer raises the checker's AssertionError with its hint."""
@@ -44,9 +44,8 @@ def check_exercise(exercise_id: str, answer) -> bool:
     except NotImplementedError:
         print(f"exercise {exercise_id}: not attempted yet (the stub raises NotImplementedError); "
               "write your answer and run this cell again")
-        return False
+        return
     print(f"exercise {exercise_id}: passed" + (f" — {message}" if message else ""))
-    return True
 
 
 def show_solution(exercise_id: str) -> None:

@@ -1,0 +1,46 @@
+"""Checkers for chapter 09's exercises (async scheduling, prefill graphs)."""
+__all__ = ["CHECKS"]
+
+
+def _carry_rows(prev_seq_ids, batch_seq_ids, num_new_tokens):
+    row_of = {s: i for i, s in enumerate(prev_seq_ids)}
+    rows, src, offset = [], [], 0
+    for s, n in zip(batch_seq_ids, num_new_tokens):
+        if s in row_of:
+            rows.append(offset)
+            src.append(row_of[s])
+        offset += n
+    return rows, src
+
+
+def check_carry_rows(carry_rows) -> str:
+    """09.1: rows of the next step's flattened input ids that read the step in flight's tokens."""
+    cases = [([7], [7], [1]), ([], [1, 2], [5, 1]), ([3, 1, 2], [1, 9, 3, 2], [1, 6, 1, 1]),
+             ([4, 5], [6, 5, 4], [3, 1, 1]), ([1, 2, 3], [3, 2], [1, 1])]
+    for case in cases:
+        want = _carry_rows(*case)
+        got = carry_rows(*[list(x) for x in case])
+        if tuple(map(list, got)) != want:
+            raise AssertionError(f"carry_rows{case} = {got!r}, expected {want}: a row is a position in the next "
+                                 "step's flattened input ids (add up num_new_tokens of the sequences before), "
+                                 "src is the row in the step in flight's output")
+    return "the same (rows, src) AsyncEngineCore._carry builds"
+
+
+def _wasted(stop_steps, max_tokens):
+    return sum(1 for s, m in zip(stop_steps, max_tokens) if s is not None and s < m)
+
+
+def check_wasted_lanes(wasted_lanes) -> str:
+    """09.2: one wasted lane per eos stop the host learns a step late (never for a max_tokens stop)."""
+    cases = [([None], [5]), ([3], [5]), ([5], [5]), ([1, None, 4, 8], [8, 8, 8, 8]), ([2, 2, 2], [3, 2, 10])]
+    for case in cases:
+        want, got = _wasted(*case), wasted_lanes(*[list(x) for x in case])
+        if got != want:
+            raise AssertionError(f"wasted_lanes{case} = {got!r}, expected {want}: the next step is launched before "
+                                 "the eos reaches the host, unless that token was the last one max_tokens allows "
+                                 "(the scheduler knows the length limit in advance)")
+    return "one lane per eos that arrives before max_tokens"
+
+
+CHECKS = {"09.1": check_carry_rows, "09.2": check_wasted_lanes}

@@ -1,0 +1,42 @@
+"""Checkers for chapter 12's exercises (serving)."""
+import random
+
+from nanoserve.bench.serve import RequestResult
+
+__all__ = ["CHECKS"]
+
+
+def _reference(result, slos) -> bool:
+    """Within every SLO: TTFT, TPOT over the tokens after the first, end-to-end latency (ms)."""
+    measured = {"ttft": 1e3 * (result.first_token - result.start), "e2el": 1e3 * (result.end - result.start),
+                "tpot": 1e3 * (result.end - result.first_token) / (result.output_tokens - 1)
+                if result.output_tokens > 1 else 0.0}
+    return all(measured[k] <= v for k, v in slos.items())
+
+
+def _cases():
+    """Requests near the SLO edges, seeded; plus the one-token request that has no TPOT."""
+    rng = random.Random(0)
+    out = [RequestResult(8, 1, start=1.0, first_token=1.3, end=1.3, output_tokens=1)]
+    for _ in range(300):
+        start = rng.uniform(0, 5)
+        first = start + rng.uniform(0.05, 0.8)
+        n = rng.randint(2, 200)
+        out.append(RequestResult(8, n, start=start, first_token=first, end=first + (n - 1) * rng.uniform(0.01, 0.09),
+                                 output_tokens=n))
+    return out
+
+
+def check_meets_slos(meets_slos) -> str:
+    """12.1: one request against a set of SLOs in milliseconds."""
+    for slos in ({"ttft": 500}, {"tpot": 50}, {"e2el": 5000}, {"ttft": 500, "tpot": 50}, {}):
+        for r in _cases():
+            want, got = _reference(r, slos), meets_slos(r, slos)
+            assert bool(got) == want, (
+                f"hint: with SLOs {slos}, a request with TTFT {1e3 * (r.first_token - r.start):.0f} ms, "
+                f"{r.output_tokens} tokens and E2E {1e3 * (r.end - r.start):.0f} ms should give {want}; times are "
+                "seconds, SLOs milliseconds, and TPOT spreads end - first_token over the tokens after the first")
+    return "goodput = requests within every SLO per second; a server can raise throughput while goodput falls"
+
+
+CHECKS = {"12.1": check_meets_slos}

@@ -1,0 +1,52 @@
+"""Solutions to chapter 10's exercises, typical mistakes the checkers reject, and written answers."""
+import torch
+
+
+def kv_heads_of_rank(rank, tp_size, n_heads, n_kv_heads):
+    """A rank's q heads are a contiguous block; the kv heads they read are a contiguous block too."""
+    if n_kv_heads >= tp_size:
+        per_rank = n_kv_heads // tp_size
+        return list(range(rank * per_rank, (rank + 1) * per_rank))
+    return [rank // (tp_size // n_kv_heads)]  # replicated on tp_size // n_kv_heads neighbouring ranks
+
+
+def kv_heads_round_robin(rank, tp_size, n_heads, n_kv_heads):
+    """Deals kv heads out like cards: right when each rank has its own, wrong once they are copied."""
+    if n_kv_heads >= tp_size:
+        per_rank = n_kv_heads // tp_size
+        return list(range(rank * per_rank, (rank + 1) * per_rank))
+    return [rank % n_kv_heads]
+
+
+def greedy_from_shards(shards):
+    """Each rank sends (max, global id) per row; rank 0 keeps the best."""
+    width = shards[0].shape[-1]
+    values = torch.stack([s.max(dim=-1).values for s in shards])  # [tp, rows]
+    ids = torch.stack([s.argmax(dim=-1) + r * width for r, s in enumerate(shards)])  # global ids
+    return ids.gather(0, values.argmax(0, keepdim=True))[0]
+
+
+def greedy_from_shards_local_ids(shards):
+    """Forgets that each rank's argmax indexes its own slice."""
+    values = torch.stack([s.max(dim=-1).values for s in shards])
+    ids = torch.stack([s.argmax(dim=-1) for s in shards])
+    return ids.gather(0, values.argmax(0, keepdim=True))[0]
+
+
+SOLUTIONS = {"10.1": kv_heads_of_rank, "10.2": greedy_from_shards}
+WRONG = {"10.1": kv_heads_round_robin, "10.2": greedy_from_shards_local_ids}
+EXPLANATIONS = {
+    "10.3": (
+        "Gathering the logits sends rank 1's half of every row to rank 0: 256 rows x 75,968 ids x 4 bytes =\n"
+        "77,791,232 bytes (about 74 MiB) per step. Sending one (value, id) pair per row instead is 256 x (4 + 8) =\n"
+        "3,072 bytes. The scheme only works for greedy (or for top-1-style decisions): temperature sampling over the\n"
+        "whole vocabulary needs each rank's normalizer too (sum of exp), and top-p needs more still, which is why\n"
+        "engines usually gather logits or all-gather a small top-k per rank."),
+    "10.4": (
+        "With sequence parallelism each rank holds T/tp tokens between the row layer and the next column layer. The\n"
+        "all-reduce (which is a reduce-scatter followed by an all-gather) is split into its two halves: the\n"
+        "reduce-scatter leaves each rank the summed rows of its own tokens, RMSNorm and the residual add run on T/tp\n"
+        "tokens instead of T on every rank, and an all-gather rebuilds the full activation right before qkv_proj or\n"
+        "gate_up_proj. The bytes on the wire are the same as one all-reduce, but the norm's work and the activation\n"
+        "memory between the layers shrink by tp. Check it by comparing against the dense model's hidden states."),
+}
