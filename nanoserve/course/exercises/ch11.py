@@ -2,17 +2,9 @@
 from nanoserve.bench.floor import H200_DATASHEET, model_cost, step_bound
 from nanoserve.bench.workloads import make_workload
 
+from ..solutions.ch11 import padding_fraction as _reference_padding  # the reference answer
+
 __all__ = ["CHECKS"]
-
-
-def _reference_padding(requests, batch_size) -> float:
-    """Padding fraction of static batches, computed the plain way."""
-    useful = slots = 0
-    for i in range(0, len(requests), batch_size):
-        chunk = requests[i:i + batch_size]
-        useful += sum(r.max_tokens for r in chunk)
-        slots += len(chunk) * max(r.max_tokens for r in chunk)
-    return 1 - useful / slots
 
 
 def check_padding_fraction(padding_fraction) -> str:
