@@ -1,14 +1,15 @@
-"""Host cost of one scheduler step without a model: 256 sequences, ~500-token prompts, ~200 decodes.
+"""Host cost of one scheduler step without a model: 256 sequences (--seqs), ~500-token prompts, ~200 decodes.
 
-Usage: python benchmarks/sched_bench.py [--profile] [--engine]
+Usage: python benchmarks/sched_bench.py [--profile] [--engine] [--seqs N]
 Prints µs per step (schedule + update, fake sampler) for both block managers and two block sizes.
---engine: also LLM.generate at batch 256 on a tiny checkpoint with the model forward stubbed out
+--engine: also LLM.generate at batch N on a tiny checkpoint with the model forward stubbed out
 (greedy, prefix caching on), reporting host µs per step and the part spent in schedule / update.
+--seqs N: number of sequences (default 256; a small N such as 16 is a quick smoke run).
 """
+import argparse
 import cProfile
 import pstats
 import random
-import sys
 import time
 
 from nanoserve.engine.scheduler import Scheduler, SchedulerConfig
@@ -46,8 +47,8 @@ def drive(sched):
     return steps, total, decode_steps, decode
 
 
-def engine_run(block_size):
-    """Host µs per step of LLM.generate (256 requests, model stubbed) and of schedule / update inside it."""
+def engine_run(block_size, num_seqs=256):
+    """Host µs per step of LLM.generate (num_seqs requests, model stubbed) and of schedule / update inside it."""
     import tempfile
 
     import torch
@@ -59,16 +60,19 @@ def engine_run(block_size):
     torch.set_num_threads(1)
     with tempfile.TemporaryDirectory() as tmp:
         llm = LLM(str(make_tiny_checkpoint(tmp, seed=0)), skip_tokenizer_init=True, device="cpu",
-                  max_model_len=2048, num_kv_blocks=256 * 2048 // block_size + 8, block_size=block_size,
-                  max_num_batched_tokens=16384)
-    engine = llm.engine
-    hidden = engine.executor.model.config.hidden_size
-    engine.executor.forward = lambda ids, pos, attn: torch.zeros(ids.shape[0], hidden)
+                  max_model_len=2048, num_kv_blocks=num_seqs * 2048 // block_size + 8, block_size=block_size,
+                  max_num_seqs=num_seqs, max_num_batched_tokens=16384)
+    core = llm.engine.core
+    runner = core.executor  # the CPU ModelRunner: forward(StepInputs) -> logits of the rows to sample
+    vocab = runner.model_config.vocab_size
+    runner.forward = lambda step: torch.zeros(len(step.logits_indices), vocab, dtype=runner.dtype)
     rng = random.Random(0)
-    prompts = [{"prompt_token_ids": [rng.randrange(500) for _ in range(rng.randint(100, 1024))]} for _ in range(256)]
-    params = [SamplingParams(max_tokens=rng.randint(100, 300), temperature=0.0, ignore_eos=True) for _ in range(256)]
+    prompts = [{"prompt_token_ids": [rng.randrange(500) for _ in range(rng.randint(100, 1024))]}
+               for _ in range(num_seqs)]
+    params = [SamplingParams(max_tokens=rng.randint(100, 300), temperature=0.0, ignore_eos=True)
+              for _ in range(num_seqs)]
     llm.generate(prompts[:2], params[:2], use_tqdm=False)  # warm-up
-    sched, spent, steps = engine.scheduler, {"schedule": 0.0, "update": 0.0}, [0]
+    sched, spent, steps = core.scheduler, {"schedule": 0.0, "update": 0.0}, [0]
 
     def timed(name):
         method = getattr(sched, name)
@@ -85,27 +89,35 @@ def engine_run(block_size):
     t0 = time.perf_counter()
     llm.generate(prompts, params, use_tqdm=False)
     wall = time.perf_counter() - t0
+    if runner.num_eager_steps:  # the stub was bypassed: the numbers would include the model
+        raise RuntimeError("the real model forward ran; the stub no longer replaces ModelRunner.forward")
     n = steps[0]
     print(f"LLM.generate, model stubbed, block_size {block_size:3d}: {n} steps, {1e6 * wall / n:6.0f} us/step host; "
           f"schedule {1e6 * spent['schedule'] / n:4.0f}, update {1e6 * spent['update'] / n:4.0f} us/step")
 
 
 def main():
-    profile = "--profile" in sys.argv
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--profile", action="store_true", help="cProfile one run per setting")
+    parser.add_argument("--engine", action="store_true", help="also time LLM.generate with the model stubbed")
+    parser.add_argument("--seqs", type=int, default=256, help="number of sequences (default 256)")
+    args = parser.parse_args()
+    if args.seqs < 1:
+        raise ValueError(f"--seqs must be at least 1, got {args.seqs}")
     for cls in (BlockManager, PrefixCachingBlockManager):
         for bs in (256, 16):
-            runs = [drive(make_run(cls, bs)) for _ in range(5)]
+            runs = [drive(make_run(cls, bs, args.seqs)) for _ in range(5)]
             steps, sec, dsteps, dsec = min(runs, key=lambda r: r[1])
             print(f"{cls.__name__:26s} block_size {bs:3d}: {steps} steps, {1e6 * sec / steps:6.1f} us/step; "
                   f"{dsteps} pure-decode steps, {1e6 * dsec / dsteps:6.1f} us/step")
-            if profile:
-                sched = make_run(cls, bs)
+            if args.profile:
+                sched = make_run(cls, bs, args.seqs)
                 prof = cProfile.Profile()
                 prof.runcall(drive, sched)
                 pstats.Stats(prof).sort_stats("tottime").print_stats(12)
-    if "--engine" in sys.argv:
+    if args.engine:
         for bs in (256, 16):
-            engine_run(bs)
+            engine_run(bs, args.seqs)
 
 
 if __name__ == "__main__":

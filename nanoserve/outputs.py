@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['RequestOutputKind', 'Logprob', 'CompletionOutput', 'RequestMetrics', 'RequestOutput']
 
-# %% ../chapters/06_engine.ipynb #c036
+# %% ../chapters/06_engine.ipynb #c040
 """What the engine hands back: vLLM-shaped request and completion outputs (chapter 06)."""
 import enum
 from dataclasses import dataclass, field
@@ -41,7 +41,7 @@ class CompletionOutput:
         """True once this completion has stopped (a method, as in vLLM: `c.finished()`)."""
         return self.finish_reason is not None
 
-
+# %% ../chapters/06_engine.ipynb #c042
 @dataclass
 class RequestMetrics:
     """When a request passed each milestone (`time.time()` seconds), named as vLLM's RequestMetrics."""

@@ -4,7 +4,7 @@
 __all__ = ['Sampler', 'StepLogprobs', 'host_copy', 'apply_penalties', 'bad_word_bans', 'apply_logit_processors', 'SamplingBatch',
            'SamplerOutput', 'sample_batch']
 
-# %% ../chapters/06_engine.ipynb #c016
+# %% ../chapters/06_engine.ipynb #c020
 """How to draw the next token for a batch of rows: filters, seeds, penalties, logprobs (chapter 06)."""
 import math
 from dataclasses import dataclass, field
@@ -31,7 +31,7 @@ def _filter_mask(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
         removed |= probs < min_p.unsqueeze(1) * probs.amax(dim=-1, keepdim=True)
     return removed
 
-# %% ../chapters/06_engine.ipynb #c018
+# %% ../chapters/06_engine.ipynb #c022
 class Sampler:
     """Pick one token per row of logits, honouring each row's SamplingParams and seed."""
 
@@ -75,7 +75,7 @@ class Sampler:
                 noise[i].exponential_(generator=g)
         return noise.clamp_(min=1e-20)  # a zero draw would turn p/0 into inf or nan
 
-# %% ../chapters/06_engine.ipynb #c020
+# %% ../chapters/06_engine.ipynb #c024
 @dataclass
 class StepLogprobs:
     """Log-probabilities of one step's sampled tokens, for the sampling rows that asked for them.
@@ -146,7 +146,7 @@ def apply_penalties(logits: torch.Tensor, params_list: list, prompt_ids: list, o
     sub = sub - freq * out_counts - pres * (out_counts > 0)
     return logits.float().index_copy(0, index, sub)
 
-# %% ../chapters/06_engine.ipynb #c028
+# %% ../chapters/06_engine.ipynb #c032
 def bad_word_bans(bad_words_ids: list, output_ids: list) -> list:
     """Tokens banned next: the last token of each bad word whose earlier tokens end the output."""
     banned = []
@@ -178,7 +178,7 @@ def apply_logit_processors(logits: torch.Tensor, params_list: list, bad_words_id
             row.index_add_(0, ids, torch.tensor(list(p.logit_bias.values()), device=row.device))
     return logits
 
-# %% ../chapters/06_engine.ipynb #c032
+# %% ../chapters/06_engine.ipynb #c036
 @dataclass
 class SamplingBatch:
     """How to sample each row of one step (vLLM's SamplingMetadata); built by the engine core."""

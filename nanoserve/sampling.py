@@ -44,6 +44,102 @@ MAX_LOGPROBS = 20  # vLLM's default cap on top log-probabilities per token
 MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY = 1e-5, 1e5
 
 # %% ../chapters/06_engine.ipynb #c005
+def _check_stop(stop) -> list:
+    """Normalise `stop` to a list of non-empty strings."""
+    if stop is None:
+        return []
+    if isinstance(stop, str):
+        stop = [stop]
+    if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
+        raise TypeError(f"stop must be a str or a list of str, got {stop!r}")
+    if any(s == "" for s in stop):
+        raise ValueError("stop strings must not be empty")
+    return list(stop)
+
+
+def _check_token_id_list(ids, name: str = "stop_token_ids") -> list:
+    """Normalise a list of token ids (`stop_token_ids`, `allowed_token_ids`) to non-negative ints."""
+    if ids is None:
+        return []
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+        raise TypeError(f"{name} must be a list of ints, got {ids!r}")
+    for t in ids:
+        if not _is_int(t):
+            raise TypeError(f"{name} must hold ints, got {t!r} ({type(t).__name__})")
+        if t < 0:
+            raise ValueError(f"{name} must be non-negative, got {t}")
+    return list(ids)
+
+# %% ../chapters/06_engine.ipynb #c007
+def _check_sampling_params(params) -> None:
+    """Type and range checks of the sampling fields; normalises numbers to floats and lists to lists."""
+    _check_int("n", params.n, 1)
+    params.temperature = _check_number("temperature", params.temperature)
+    if not 0.0 <= params.temperature < math.inf:
+        raise ValueError(f"temperature must be >= 0 and finite (0 = greedy), got {params.temperature}")
+    params.top_p = _check_number("top_p", params.top_p)
+    if not 0.0 < params.top_p <= 1.0:
+        raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
+    _check_int("top_k", params.top_k, -1)
+    params.min_p = _check_number("min_p", params.min_p)
+    if not 0.0 <= params.min_p <= 1.0:
+        raise ValueError(f"min_p must be in [0, 1], got {params.min_p}")
+    if params.seed is not None and not _is_int(params.seed):
+        raise TypeError(f"seed must be an int or None, got {params.seed!r} ({type(params.seed).__name__})")
+    if params.seed is not None and not -(1 << 63) <= params.seed < (1 << 64):
+        raise ValueError(f"seed must fit in 64 bits, got {params.seed}")
+    _check_int("max_tokens", params.max_tokens, 1)
+    _check_int("min_tokens", params.min_tokens, 0)
+    if params.min_tokens > params.max_tokens:
+        raise ValueError(f"min_tokens ({params.min_tokens}) must not exceed max_tokens ({params.max_tokens})")
+    params.stop = _check_stop(params.stop)
+    params.stop_token_ids = _check_token_id_list(params.stop_token_ids)
+    if not isinstance(params.ignore_eos, bool):
+        raise TypeError(f"ignore_eos must be a bool, got {params.ignore_eos!r}")
+    params.repetition_penalty = _check_number("repetition_penalty", params.repetition_penalty)
+    if not MIN_REPETITION_PENALTY <= params.repetition_penalty <= MAX_REPETITION_PENALTY:
+        raise ValueError(f"repetition_penalty must be in [{MIN_REPETITION_PENALTY:g}, "
+                         f"{MAX_REPETITION_PENALTY:g}] (1 = off), got {params.repetition_penalty}")
+    for name in ("presence_penalty", "frequency_penalty"):
+        value = _check_number(name, getattr(params, name))
+        if not -2.0 <= value <= 2.0:
+            raise ValueError(f"{name} must be in [-2, 2], got {value}")
+        setattr(params, name, value)
+    if params.logprobs is not None:  # the upper bound is the engine's max_logprobs (default 20), at its door
+        _check_int("logprobs", params.logprobs, 0)
+    _check_outputs_and_processors(params)
+
+
+def _check_outputs_and_processors(params) -> None:
+    """The fields of section 12 (prompt logprobs, output text, logit processors)."""
+    if params.prompt_logprobs is not None:
+        _check_int("prompt_logprobs", params.prompt_logprobs, 0)
+    for name in ("include_stop_str_in_output", "skip_special_tokens"):
+        if not isinstance(getattr(params, name), bool):
+            raise TypeError(f"{name} must be a bool, got {getattr(params, name)!r}")
+    if params.logit_bias is not None:
+        if not isinstance(params.logit_bias, dict):
+            raise TypeError(f"logit_bias must be a dict {{token_id: bias}}, got {params.logit_bias!r}")
+        bias = {}
+        for t, b in params.logit_bias.items():
+            if isinstance(t, str) and t.lstrip("-").isdigit():
+                t = int(t)  # JSON object keys are strings (OpenAI's logit_bias)
+            if not _is_int(t) or t < 0:
+                raise TypeError(f"logit_bias keys must be non-negative token ids, got {t!r}")
+            bias[t] = min(max(_check_number(f"logit_bias[{t}]", b), -100.0), 100.0)
+        params.logit_bias = bias
+    if params.allowed_token_ids is not None:
+        ids = _check_token_id_list(params.allowed_token_ids, "allowed_token_ids")
+        if not ids:
+            raise ValueError("allowed_token_ids must not be empty")
+        params.allowed_token_ids = ids
+    if params.bad_words is not None:
+        words = [params.bad_words] if isinstance(params.bad_words, str) else params.bad_words
+        if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w.strip() for w in words):
+            raise TypeError(f"bad_words must be a list of non-empty strings, got {params.bad_words!r}")
+        params.bad_words = list(words)
+
+# %% ../chapters/06_engine.ipynb #c009
 @dataclass
 class SamplingParams:
     """Per-request generation settings, with vLLM's names and meanings; checked on creation.
@@ -76,97 +172,7 @@ class SamplingParams:
     bad_words: list | None = None  # words (strings) whose token sequences must not be generated
 
     def __post_init__(self):
-        _check_int("n", self.n, 1)
-        self.temperature = _check_number("temperature", self.temperature)
-        if not 0.0 <= self.temperature < math.inf:
-            raise ValueError(f"temperature must be >= 0 and finite (0 = greedy), got {self.temperature}")
-        self.top_p = _check_number("top_p", self.top_p)
-        if not 0.0 < self.top_p <= 1.0:
-            raise ValueError(f"top_p must be in (0, 1], got {self.top_p}")
-        _check_int("top_k", self.top_k, -1)
-        self.min_p = _check_number("min_p", self.min_p)
-        if not 0.0 <= self.min_p <= 1.0:
-            raise ValueError(f"min_p must be in [0, 1], got {self.min_p}")
-        if self.seed is not None and not _is_int(self.seed):
-            raise TypeError(f"seed must be an int or None, got {self.seed!r} ({type(self.seed).__name__})")
-        if self.seed is not None and not -(1 << 63) <= self.seed < (1 << 64):
-            raise ValueError(f"seed must fit in 64 bits, got {self.seed}")
-        _check_int("max_tokens", self.max_tokens, 1)
-        _check_int("min_tokens", self.min_tokens, 0)
-        if self.min_tokens > self.max_tokens:
-            raise ValueError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
-        self.stop = self._check_stop(self.stop)
-        self.stop_token_ids = self._check_stop_token_ids(self.stop_token_ids)
-        if not isinstance(self.ignore_eos, bool):
-            raise TypeError(f"ignore_eos must be a bool, got {self.ignore_eos!r}")
-        self.repetition_penalty = _check_number("repetition_penalty", self.repetition_penalty)
-        if not MIN_REPETITION_PENALTY <= self.repetition_penalty <= MAX_REPETITION_PENALTY:
-            raise ValueError(f"repetition_penalty must be in [{MIN_REPETITION_PENALTY:g}, "
-                             f"{MAX_REPETITION_PENALTY:g}] (1 = off), got {self.repetition_penalty}")
-        for name in ("presence_penalty", "frequency_penalty"):
-            value = _check_number(name, getattr(self, name))
-            if not -2.0 <= value <= 2.0:
-                raise ValueError(f"{name} must be in [-2, 2], got {value}")
-            setattr(self, name, value)
-        if self.logprobs is not None:  # the upper bound is the engine's max_logprobs (default 20), at its door
-            _check_int("logprobs", self.logprobs, 0)
-        self._check_outputs_and_processors()
-
-    def _check_outputs_and_processors(self) -> None:
-        """The fields of section 12 (prompt logprobs, output text, logit processors)."""
-        if self.prompt_logprobs is not None:
-            _check_int("prompt_logprobs", self.prompt_logprobs, 0)
-        for name in ("include_stop_str_in_output", "skip_special_tokens"):
-            if not isinstance(getattr(self, name), bool):
-                raise TypeError(f"{name} must be a bool, got {getattr(self, name)!r}")
-        if self.logit_bias is not None:
-            if not isinstance(self.logit_bias, dict):
-                raise TypeError(f"logit_bias must be a dict {{token_id: bias}}, got {self.logit_bias!r}")
-            bias = {}
-            for t, b in self.logit_bias.items():
-                if isinstance(t, str) and t.lstrip("-").isdigit():
-                    t = int(t)  # JSON object keys are strings (OpenAI's logit_bias)
-                if not _is_int(t) or t < 0:
-                    raise TypeError(f"logit_bias keys must be non-negative token ids, got {t!r}")
-                bias[t] = min(max(_check_number(f"logit_bias[{t}]", b), -100.0), 100.0)
-            self.logit_bias = bias
-        if self.allowed_token_ids is not None:
-            ids = self._check_stop_token_ids(self.allowed_token_ids, "allowed_token_ids")
-            if not ids:
-                raise ValueError("allowed_token_ids must not be empty")
-            self.allowed_token_ids = ids
-        if self.bad_words is not None:
-            words = [self.bad_words] if isinstance(self.bad_words, str) else self.bad_words
-            if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w.strip() for w in words):
-                raise TypeError(f"bad_words must be a list of non-empty strings, got {self.bad_words!r}")
-            self.bad_words = list(words)
-
-    @staticmethod
-    def _check_stop(stop) -> list:
-        """Normalise `stop` to a list of non-empty strings."""
-        if stop is None:
-            return []
-        if isinstance(stop, str):
-            stop = [stop]
-        if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
-            raise TypeError(f"stop must be a str or a list of str, got {stop!r}")
-        if any(s == "" for s in stop):
-            raise ValueError("stop strings must not be empty")
-        return list(stop)
-
-    @staticmethod
-    def _check_stop_token_ids(ids, name: str = "stop_token_ids") -> list:
-        """Normalise a list of token ids (`stop_token_ids`, `allowed_token_ids`) to non-negative ints."""
-        if ids is None:
-            return []
-        if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
-            raise TypeError(f"{name} must be a list of ints, got {ids!r}")
-        for t in ids:
-            if not _is_int(t):
-                raise TypeError(f"{name} must hold ints, got {t!r} ({type(t).__name__})")
-            if t < 0:
-                raise ValueError(f"{name} must be non-negative, got {t}")
-        return list(ids)
+        _check_sampling_params(self)
 
     @property
     def greedy(self) -> bool:
@@ -199,7 +205,7 @@ class SamplingParams:
         seed = None if self.seed is None else derive_seed(self.seed, index)
         return dataclasses.replace(self, n=1, seed=seed)
 
-# %% ../chapters/06_engine.ipynb #c007
+# %% ../chapters/06_engine.ipynb #c011
 def derive_seed(seed: int, index: int) -> int:
     """A distinct 63-bit seed per completion index; index 0 keeps the request's own seed."""
     if index == 0:

@@ -58,9 +58,10 @@ class AsyncEngineCore(EngineCore):
     """EngineCore with the host one step ahead: each `step()` launches step n+1, then finishes step n and
     returns step n's output (the first call returns an empty one)."""
 
+    scheduler_class = AsyncScheduler  # EngineCore builds it: advance and commit, a step apart
+
     def __init__(self, config, model_config, executor):
         super().__init__(config, model_config, executor)
-        self.scheduler = AsyncScheduler(self.scheduler.config, self.scheduler.block_manager)
         self.carries = isinstance(executor, AsyncModelRunner)  # else: finish step n before launching n+1
         self.in_flight: InFlightStep | None = None
         self.to_advance: ScheduledBatch | None = None  # the launched batch, advanced at the next call

@@ -5,7 +5,7 @@ __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CP
            'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig',
            'available_memory_bytes', 'kv_cache_fits', 'check_kv_cache_fits']
 
-# %% ../../chapters/06_engine.ipynb #c039
+# %% ../../chapters/06_engine.ipynb #c045
 """Everything the engine is built from, checked at the door and resolved against the model (chapter 06)."""
 import dataclasses
 import math
@@ -69,7 +69,7 @@ def parse_dtype(dtype) -> torch.dtype | str:
         return DTYPES[dtype]
     raise TypeError(f"dtype must be a str or torch.dtype, got {dtype!r}")
 
-
+# %% ../../chapters/06_engine.ipynb #c047
 def flash_available() -> bool:
     """True when the flash backend could run (CUDA and flash-attn installed; the backend is chapter 07's)."""
     from nanoserve.attention.flash import flash_attn_available  # imported when asked: it is optional
@@ -117,7 +117,125 @@ def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activat
 
 
 
-# %% ../../chapters/06_engine.ipynb #c041
+# %% ../../chapters/06_engine.ipynb #c049
+def _check_engine_args(config) -> None:
+    """Type and range checks of every EngineConfig field, run when it is created."""
+    if not isinstance(config.model, (str, os.PathLike)) or not str(config.model):
+        raise TypeError(f"model must be a hub id or a local directory, got {config.model!r}")
+    _check_bool("skip_tokenizer_init", config.skip_tokenizer_init)
+    config.device = parse_device(config.device)
+    config.dtype = parse_dtype(config.dtype)
+    _check_int("seed", config.seed, low=-(1 << 63))
+    if config.seed >= 1 << 64:  # torch generators take 64-bit seeds
+        raise ValueError(f"seed must fit in 64 bits, got {config.seed}")
+    tok = config.tokenizer
+    if not (tok is None or isinstance(tok, (str, os.PathLike)) or hasattr(tok, "decode")):
+        raise TypeError(f"tokenizer must be a hub id, a local directory or a tokenizer object, got {tok!r}")
+    _check_int("max_model_len", config.max_model_len, low=2, optional=True)
+    _check_int("max_num_seqs", config.max_num_seqs)
+    _check_int("max_num_batched_tokens", config.max_num_batched_tokens, optional=True)
+    _check_int("block_size", config.block_size, optional=True)
+    _check_int("num_kv_blocks", config.num_kv_blocks, optional=True)
+    util = config.gpu_memory_utilization
+    if isinstance(util, bool) or not isinstance(util, (int, float)):
+        raise TypeError(f"gpu_memory_utilization must be a number, got {util!r}")
+    if not 0.0 < util <= 1.0:
+        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {util}")
+    _check_bool("enable_prefix_caching", config.enable_prefix_caching)
+    _check_bool("enforce_eager", config.enforce_eager)
+    _check_bool("fused_kernels", config.fused_kernels)
+    if config.async_scheduling is not None:
+        _check_bool("async_scheduling", config.async_scheduling)
+    _check_int("tensor_parallel_size", config.tensor_parallel_size)
+    timeout = config.tp_worker_timeout_s
+    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+        raise ValueError(f"tp_worker_timeout_s must be a positive number of seconds, got {timeout!r}")
+    if config.attention_backend not in BACKENDS:
+        raise ValueError(f"attention_backend must be one of {BACKENDS}, got {config.attention_backend!r}")
+    _check_vllm_options(config)
+
+# %% ../../chapters/06_engine.ipynb #c051
+def _check_vllm_options(config) -> None:
+    """vLLM's keyword arguments: mapped where they mean something here, refused (by name) where not."""
+    for name in ("revision", "download_dir"):
+        value = getattr(config, name)
+        if value is not None and not isinstance(value, (str, os.PathLike)):
+            raise TypeError(f"{name} must be a str or None, got {value!r}")
+    _check_int("max_logprobs", config.max_logprobs, low=0)
+    for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats"):
+        _check_bool(name, getattr(config, name))
+    if config.generation_config not in ("auto", "vllm"):
+        raise ValueError(f"generation_config must be 'auto' (defaults from the checkpoint's "
+                         f"generation_config.json) or 'vllm' (ignore it), got {config.generation_config!r}")
+    if config.tokenizer_mode != "auto":
+        raise ValueError(f"tokenizer_mode={config.tokenizer_mode!r} is not supported: nanoserve loads the "
+                         "model's fast (tokenizers) tokenizer; use tokenizer_mode='auto'")
+    if config.kv_cache_dtype != "auto":
+        raise ValueError(f"kv_cache_dtype={config.kv_cache_dtype!r} is not supported: the KV cache is stored "
+                         "in the model's dtype; use kv_cache_dtype='auto'")
+    if config.quantization is not None:
+        raise ValueError(f"quantization={config.quantization!r} is not supported: nanoserve runs "
+                         "unquantized float32/bfloat16/float16 weights; use quantization=None")
+
+# %% ../../chapters/06_engine.ipynb #c053
+def _resolve_device(config) -> tuple:
+    """(device, dtype, attention backend) with every 'auto' replaced."""
+    device = config.device
+    if device == "auto":
+        device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
+    if device.type == "cuda" and not torch.cuda.is_available():
+        raise ValueError("device='cuda' was asked for but CUDA is not available")
+    dtype = config.dtype
+    if dtype == "auto":
+        dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
+    backend = config.attention_backend
+    if backend == "auto":
+        backend = "flash" if device.type == "cuda" and flash_available() else "torch"
+    if backend == "flash" and device.type != "cuda":
+        raise ValueError("attention_backend='flash' needs a CUDA device")
+    return device, dtype, backend
+
+
+def _resolve_lengths(config, model_config, backend: str) -> tuple:
+    """(block_size, max_model_len, max_num_batched_tokens), checked against the backend and the model."""
+    multiple = backend_class(backend).block_size_multiple
+    block_size = config.block_size or DEFAULT_BLOCK_SIZE[backend]
+    if block_size % multiple:
+        raise ValueError(f"the {backend} attention backend needs block_size to be a multiple of "
+                         f"{multiple}, got {block_size}")
+    limit = model_config.max_position_embeddings
+    max_model_len = config.max_model_len or limit
+    if max_model_len > limit:
+        raise ValueError(f"max_model_len ({max_model_len}) exceeds the model's "
+                         f"max_position_embeddings ({limit})")
+    # chunked prefill lets a long prompt span steps, so the budget need not cover max_model_len;
+    # it bounds the activations of one step (and what the memory profiler reserves for them)
+    batched = config.max_num_batched_tokens or max(MIN_BATCHED_TOKENS, config.max_num_seqs)
+    if not config.enable_chunked_prefill:  # vLLM's rule: the budget then defaults to (and must hold) max_model_len
+        if config.max_num_batched_tokens is None:
+            batched = max(batched, max_model_len)
+        elif batched < max_model_len:
+            raise ValueError(f"enable_chunked_prefill=False needs max_num_batched_tokens ({batched}) >= "
+                             f"max_model_len ({max_model_len}): a whole prompt must fit in one step")
+    return block_size, max_model_len, batched
+
+
+def _resolve_async_scheduling(config, model_config, device) -> bool:
+    """Check that tensor_parallel_size divides the heads; async scheduling: on CUDA at TP=1 unless set."""
+    tp = config.tensor_parallel_size
+    for what in ("num_attention_heads", "num_key_value_heads"):
+        heads = getattr(model_config, what)
+        if heads % tp:
+            raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
+    overlap = config.async_scheduling
+    if overlap is None:
+        return device.type == "cuda" and tp == 1
+    if overlap and tp > 1:
+        raise ValueError("async_scheduling needs tensor_parallel_size=1: the tensor-parallel workers "
+                         "get each step's inputs on the host, so they cannot run ahead of its tokens")
+    return overlap
+
+# %% ../../chapters/06_engine.ipynb #c055
 @dataclass
 class EngineConfig:
     """The LLM constructor's arguments; `resolve(model_config)` turns every 'auto'/None into a value."""
@@ -154,61 +272,7 @@ class EngineConfig:
     disable_log_stats: bool = False  # accepted: nanoserve logs no periodic stats
 
     def __post_init__(self):
-        if not isinstance(self.model, (str, os.PathLike)) or not str(self.model):
-            raise TypeError(f"model must be a hub id or a local directory, got {self.model!r}")
-        _check_bool("skip_tokenizer_init", self.skip_tokenizer_init)
-        self.device = parse_device(self.device)
-        self.dtype = parse_dtype(self.dtype)
-        _check_int("seed", self.seed, low=-(1 << 63))
-        if self.seed >= 1 << 64:  # torch generators take 64-bit seeds
-            raise ValueError(f"seed must fit in 64 bits, got {self.seed}")
-        tok = self.tokenizer
-        if not (tok is None or isinstance(tok, (str, os.PathLike)) or hasattr(tok, "decode")):
-            raise TypeError(f"tokenizer must be a hub id, a local directory or a tokenizer object, got {tok!r}")
-        _check_int("max_model_len", self.max_model_len, low=2, optional=True)
-        _check_int("max_num_seqs", self.max_num_seqs)
-        _check_int("max_num_batched_tokens", self.max_num_batched_tokens, optional=True)
-        _check_int("block_size", self.block_size, optional=True)
-        _check_int("num_kv_blocks", self.num_kv_blocks, optional=True)
-        util = self.gpu_memory_utilization
-        if isinstance(util, bool) or not isinstance(util, (int, float)):
-            raise TypeError(f"gpu_memory_utilization must be a number, got {util!r}")
-        if not 0.0 < util <= 1.0:
-            raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {util}")
-        _check_bool("enable_prefix_caching", self.enable_prefix_caching)
-        _check_bool("enforce_eager", self.enforce_eager)
-        _check_bool("fused_kernels", self.fused_kernels)
-        if self.async_scheduling is not None:
-            _check_bool("async_scheduling", self.async_scheduling)
-        _check_int("tensor_parallel_size", self.tensor_parallel_size)
-        timeout = self.tp_worker_timeout_s
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
-            raise ValueError(f"tp_worker_timeout_s must be a positive number of seconds, got {timeout!r}")
-        if self.attention_backend not in BACKENDS:
-            raise ValueError(f"attention_backend must be one of {BACKENDS}, got {self.attention_backend!r}")
-        self._check_vllm_options()
-
-    def _check_vllm_options(self) -> None:
-        """vLLM's keyword arguments: mapped where they mean something here, refused (by name) where not."""
-        for name in ("revision", "download_dir"):
-            value = getattr(self, name)
-            if value is not None and not isinstance(value, (str, os.PathLike)):
-                raise TypeError(f"{name} must be a str or None, got {value!r}")
-        _check_int("max_logprobs", self.max_logprobs, low=0)
-        for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats"):
-            _check_bool(name, getattr(self, name))
-        if self.generation_config not in ("auto", "vllm"):
-            raise ValueError(f"generation_config must be 'auto' (defaults from the checkpoint's "
-                             f"generation_config.json) or 'vllm' (ignore it), got {self.generation_config!r}")
-        if self.tokenizer_mode != "auto":
-            raise ValueError(f"tokenizer_mode={self.tokenizer_mode!r} is not supported: nanoserve loads the "
-                             "model's fast (tokenizers) tokenizer; use tokenizer_mode='auto'")
-        if self.kv_cache_dtype != "auto":
-            raise ValueError(f"kv_cache_dtype={self.kv_cache_dtype!r} is not supported: the KV cache is stored "
-                             "in the model's dtype; use kv_cache_dtype='auto'")
-        if self.quantization is not None:
-            raise ValueError(f"quantization={self.quantization!r} is not supported: nanoserve runs "
-                             "unquantized float32/bfloat16/float16 weights; use quantization=None")
+        _check_engine_args(self)
 
     def model_path(self):
         """The checkpoint directory: `model` itself, or its hub snapshot at `revision` in `download_dir`."""
@@ -218,49 +282,9 @@ class EngineConfig:
 
     def resolve(self, model_config) -> "EngineConfig":
         """A copy with device, dtype, backend, block size and lengths fixed, checked against the model."""
-        device = self.device
-        if device == "auto":
-            device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
-        if device.type == "cuda" and not torch.cuda.is_available():
-            raise ValueError("device='cuda' was asked for but CUDA is not available")
-        dtype = self.dtype
-        if dtype == "auto":
-            dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
-        backend = self.attention_backend
-        if backend == "auto":
-            backend = "flash" if device.type == "cuda" and flash_available() else "torch"
-        if backend == "flash" and device.type != "cuda":
-            raise ValueError("attention_backend='flash' needs a CUDA device")
-        multiple = backend_class(backend).block_size_multiple
-        block_size = self.block_size or DEFAULT_BLOCK_SIZE[backend]
-        if block_size % multiple:
-            raise ValueError(f"the {backend} attention backend needs block_size to be a multiple of "
-                             f"{multiple}, got {block_size}")
-        limit = model_config.max_position_embeddings
-        max_model_len = self.max_model_len or limit
-        if max_model_len > limit:
-            raise ValueError(f"max_model_len ({max_model_len}) exceeds the model's "
-                             f"max_position_embeddings ({limit})")
-        # chunked prefill lets a long prompt span steps, so the budget need not cover max_model_len;
-        # it bounds the activations of one step (and what the memory profiler reserves for them)
-        batched = self.max_num_batched_tokens or max(MIN_BATCHED_TOKENS, self.max_num_seqs)
-        if not self.enable_chunked_prefill:  # vLLM's rule: the budget then defaults to (and must hold) max_model_len
-            if self.max_num_batched_tokens is None:
-                batched = max(batched, max_model_len)
-            elif batched < max_model_len:
-                raise ValueError(f"enable_chunked_prefill=False needs max_num_batched_tokens ({batched}) >= "
-                                 f"max_model_len ({max_model_len}): a whole prompt must fit in one step")
-        tp = self.tensor_parallel_size
-        for what in ("num_attention_heads", "num_key_value_heads"):
-            heads = getattr(model_config, what)
-            if heads % tp:
-                raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
-        overlap = self.async_scheduling
-        if overlap is None:
-            overlap = device.type == "cuda" and tp == 1
-        elif overlap and tp > 1:
-            raise ValueError("async_scheduling needs tensor_parallel_size=1: the tensor-parallel workers "
-                             "get each step's inputs on the host, so they cannot run ahead of its tokens")
+        device, dtype, backend = _resolve_device(self)
+        block_size, max_model_len, batched = _resolve_lengths(self, model_config, backend)
+        overlap = _resolve_async_scheduling(self, model_config, device)
         return dataclasses.replace(self, device=device, dtype=dtype, attention_backend=backend,
                                    block_size=block_size, max_model_len=max_model_len,
                                    max_num_batched_tokens=batched, async_scheduling=overlap)
@@ -277,7 +301,7 @@ class EngineConfig:
         wanted = self.max_num_seqs * math.ceil(self.max_model_len / self.block_size)
         return max(1, min(wanted, CPU_KV_CACHE_BYTES // block_bytes))
 
-# %% ../../chapters/06_engine.ipynb #c043
+# %% ../../chapters/06_engine.ipynb #c057
 def available_memory_bytes(device: torch.device) -> int:
     """What a KV cache could take at most: free memory on a GPU, physical RAM on the host."""
     if device.type == "cuda":

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['logger', 'decode_buckets', 'bucket_for', 'PaddedDecode', 'pad_decode_inputs', 'allocate_fields', 'pinned_views',
            'write_decode_rows', 'graph_sample', 'capture_token_graph', 'DecodeStaging', 'DecodeGraphs',
-           'CudaGraphModelRunner']
+           'CudaGraphModelRunner', 'FusedEagerModelRunner']
 
 # %% ../../chapters/08_cuda_graphs.ipynb #c011
 """CUDA-graph capture and replay of the decode forward, with batch-size buckets and padding lanes."""
@@ -341,3 +341,10 @@ class CudaGraphModelRunner(ModelRunner):
         """Drop the graphs (they hold the pool and point into the cache) before the cache."""
         self.graphs = None
         super().shutdown()
+
+# %% ../../chapters/08_cuda_graphs.ipynb #c029
+class FusedEagerModelRunner(CudaGraphModelRunner):
+    """The runner of `enforce_eager=True` on CUDA: the fused kernels, every forward eager, no graphs."""
+
+    def init_kv_cache(self, num_blocks: int) -> None:
+        ModelRunner.init_kv_cache(self, num_blocks)  # the cache only: no graphs to capture

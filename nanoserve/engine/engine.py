@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['LLMEngine']
 
-# %% ../../chapters/06_engine.ipynb #c077
+# %% ../../chapters/06_engine.ipynb #c097
 """LLMEngine: input processor -> engine core -> output processor, behind vLLM's engine API (chapter 06)."""
 from .config import EngineConfig, check_kv_cache_fits
 from .input_processor import InputProcessor, Request, load_engine_tokenizer

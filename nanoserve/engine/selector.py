@@ -15,15 +15,19 @@ def executor_class(config):
         from nanoserve.parallel.executor import TensorParallelExecutor  # chapter 10
 
         return TensorParallelExecutor
-    if config.device.type == "cuda" and not config.enforce_eager:
-        if config.async_scheduling:
-            from nanoserve.engine.prefill_graph import AsyncModelRunner  # chapter 09
+    if config.device.type != "cuda":
+        return ModelRunner
+    if config.enforce_eager:
+        from nanoserve.engine.cuda_graph import FusedEagerModelRunner  # chapter 08, no graphs
 
-            return AsyncModelRunner
-        from nanoserve.engine.cuda_graph import CudaGraphModelRunner  # chapter 08
+        return FusedEagerModelRunner
+    if config.async_scheduling:
+        from nanoserve.engine.prefill_graph import AsyncModelRunner  # chapter 09
 
-        return CudaGraphModelRunner
-    return ModelRunner
+        return AsyncModelRunner
+    from nanoserve.engine.cuda_graph import CudaGraphModelRunner  # chapter 08
+
+    return CudaGraphModelRunner
 
 
 def core_class(config):

@@ -89,7 +89,7 @@ def test_engine_greedy_matches_transformers(tmp_path, enforce_eager):
     llm = LLM(str(path), skip_tokenizer_init=True, enforce_eager=enforce_eager, max_num_seqs=8, enable_prefix_caching=False,
               max_model_len=1024, gpu_memory_utilization=0.3)
     runner = llm.engine.executor
-    assert type(runner).__name__ == ("ModelRunner" if enforce_eager else "AsyncModelRunner")  # async: CUDA default
+    assert type(runner).__name__ == ("FusedEagerModelRunner" if enforce_eager else "AsyncModelRunner")  # async: CUDA default
     assert runner.backend.name == "flash" and runner.block_size == 256
     g = torch.Generator().manual_seed(0)
     prompts = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (5, 300, 17, 600)]
