@@ -24,8 +24,11 @@ ARGS=(--engine nanoserve --workload "$WORKLOADS" --model "$MODEL" --runs "${RUNS
 for side in before after; do
   root=$PWD; [ "$side" = before ] && root=$PWD/.gpu/before
   echo "[before_after] $side: start $(date -u +%H:%M:%S)"
-  PYTHONPATH=/tmp/site:$root timeout 200 python3 -m nanoserve.bench "${ARGS[@]}" --out "$OUT/$side" \
-    --session "$side" >"$OUT/$side.log" 2>&1
+  # run from inside the tree: `python -m` puts the working directory first on sys.path, so a PYTHONPATH
+  # entry alone would still import the checkout's nanoserve
+  (cd "$root" && PYTHONPATH=/tmp/site:$root timeout 200 python3 -m nanoserve.bench "${ARGS[@]}" \
+    --out "$OUT/$side" --session "$side" >"$OUT/$side.log" 2>&1)
   echo "[before_after] $side: exit $? $(date -u +%H:%M:%S)"; grep -E "Error|Traceback" "$OUT/$side.log" | head -5
+  echo "[before_after] $side imported $(cd "$root" && PYTHONPATH=$root python3 -c "import nanoserve; print(nanoserve.__file__)" 2>/dev/null)"
 done
 python3 scripts/gpu/compare_before_after.py "$OUT/before" "$OUT/after" | tee "$OUT/table.txt"
