@@ -2,8 +2,8 @@
 
 # %% auto #0
 __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CPU_KV_CACHE_BYTES', 'parse_device', 'parse_dtype',
-           'flash_available', 'backend_class', 'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig',
-           'available_memory_bytes', 'kv_cache_fits', 'check_kv_cache_fits']
+           'head_dim_of', 'kv_block_bytes', 'gpu_kv_cache_bytes', 'EngineConfig', 'available_memory_bytes',
+           'kv_cache_fits', 'check_kv_cache_fits']
 
 # %% ../../chapters/06_engine.ipynb #c045
 """Everything the engine is built from, checked at the door and resolved against the model (chapter 06)."""
@@ -14,9 +14,11 @@ from dataclasses import dataclass
 
 import torch
 
+from ..attention.torch_ref import TorchAttentionBackend
+
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 BACKENDS = ("auto", "torch", "flash")
-DEFAULT_BLOCK_SIZE = {"torch": 16, "flash": 256}
+DEFAULT_BLOCK_SIZE = 16  # unless the backend needs a larger multiple
 MIN_BATCHED_TOKENS = 8192
 CPU_KV_CACHE_BYTES = 1 << 30  # the KV cache on CPU never takes more than this by default
 
@@ -70,26 +72,6 @@ def parse_dtype(dtype) -> torch.dtype | str:
     raise TypeError(f"dtype must be a str or torch.dtype, got {dtype!r}")
 
 # %% ../../chapters/06_engine.ipynb #c047
-def flash_available() -> bool:
-    """True when the flash backend could run (CUDA and flash-attn installed; the backend is chapter 07's)."""
-    from nanoserve.attention.flash import flash_attn_available  # imported when asked: it is optional
-
-    return flash_attn_available()
-
-
-def backend_class(name: str):
-    """The attention backend class for 'torch' or 'flash', imported only when asked for."""
-    if name == "torch":
-        from nanoserve.attention.torch_ref import TorchAttentionBackend
-
-        return TorchAttentionBackend
-    if name == "flash":
-        from nanoserve.attention.flash import FlashAttentionBackend
-
-        return FlashAttentionBackend
-    raise ValueError(f"unknown attention backend {name!r}")
-
-
 def head_dim_of(model_config) -> int:
     """Qwen3 states head_dim explicitly; older configs imply hidden_size / heads."""
     return getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
@@ -178,8 +160,8 @@ def _check_vllm_options(config) -> None:
                          "unquantized float32/bfloat16/float16 weights; use quantization=None")
 
 # %% ../../chapters/06_engine.ipynb #c053
-def _resolve_device(config) -> tuple:
-    """(device, dtype, attention backend) with every 'auto' replaced."""
+def _resolve_device(config, backends: dict) -> tuple:
+    """(device, dtype, attention backend name) with every 'auto' replaced; `backends` are those on offer."""
     device = config.device
     if device == "auto":
         device = torch.device("cuda" if torch.cuda.is_available() else "cpu")
@@ -190,16 +172,19 @@ def _resolve_device(config) -> tuple:
         dtype = torch.bfloat16 if device.type == "cuda" else torch.float32
     backend = config.attention_backend
     if backend == "auto":
-        backend = "flash" if device.type == "cuda" and flash_available() else "torch"
-    if backend == "flash" and device.type != "cuda":
-        raise ValueError("attention_backend='flash' needs a CUDA device")
+        backend = next(iter(backends)) if device.type == "cuda" else "torch"
+    if backend != "torch" and device.type != "cuda":
+        raise ValueError(f"attention_backend={backend!r} needs a CUDA device")
+    if backend not in backends:
+        raise ValueError(f"attention_backend={backend!r} is not on offer here (only {sorted(backends)}): "
+                         "build the engine with LLM(...), which offers every backend")
     return device, dtype, backend
 
 
-def _resolve_lengths(config, model_config, backend: str) -> tuple:
+def _resolve_lengths(config, model_config, backend: str, backend_cls: type) -> tuple:
     """(block_size, max_model_len, max_num_batched_tokens), checked against the backend and the model."""
-    multiple = backend_class(backend).block_size_multiple
-    block_size = config.block_size or DEFAULT_BLOCK_SIZE[backend]
+    multiple = backend_cls.block_size_multiple
+    block_size = config.block_size or max(DEFAULT_BLOCK_SIZE, multiple)
     if block_size % multiple:
         raise ValueError(f"the {backend} attention backend needs block_size to be a multiple of "
                          f"{multiple}, got {block_size}")
@@ -256,6 +241,8 @@ class EngineConfig:
     enforce_eager: bool = False
     tensor_parallel_size: int = 1
     attention_backend: str = "auto"
+    # the class of attention_backend, set by resolve from the backends on offer
+    attention_backend_class: type | None = dataclasses.field(default=None, repr=False, compare=False)
     fused_kernels: bool = True  # Triton norms/rotary/SiLU on CUDA (chapter 08); no effect on CPU
     async_scheduling: bool | None = None  # host one step ahead of the GPU (chapter 09); None: on CUDA at TP=1
     tp_worker_timeout_s: float = 60.0  # a TP worker silent this long is killed and reported (chapter 10)
@@ -280,12 +267,15 @@ class EngineConfig:
 
         return resolve_model_path(self.model, revision=self.revision, download_dir=self.download_dir)
 
-    def resolve(self, model_config) -> "EngineConfig":
-        """A copy with device, dtype, backend, block size and lengths fixed, checked against the model."""
-        device, dtype, backend = _resolve_device(self)
-        block_size, max_model_len, batched = _resolve_lengths(self, model_config, backend)
+    def resolve(self, model_config, backends: dict | None = None) -> "EngineConfig":
+        """A copy with device, dtype, backend, block size and lengths fixed, checked against the model.
+        `backends` maps the attention backends on offer (name -> class), the one 'auto' picks on CUDA first."""
+        backends = backends or {"torch": TorchAttentionBackend}
+        device, dtype, backend = _resolve_device(self, backends)
+        block_size, max_model_len, batched = _resolve_lengths(self, model_config, backend, backends[backend])
         overlap = _resolve_async_scheduling(self, model_config, device)
         return dataclasses.replace(self, device=device, dtype=dtype, attention_backend=backend,
+                                   attention_backend_class=backends[backend],
                                    block_size=block_size, max_model_len=max_model_len,
                                    max_num_batched_tokens=batched, async_scheduling=overlap)
 
@@ -293,8 +283,8 @@ class EngineConfig:
     def is_resolved(self) -> bool:
         """True once `resolve` has fixed every automatic choice."""
         return self.device != "auto" and self.dtype != "auto" and self.attention_backend != "auto" \
-            and None not in (self.block_size, self.max_model_len, self.max_num_batched_tokens,
-                             self.async_scheduling)
+            and None not in (self.attention_backend_class, self.block_size, self.max_model_len,
+                             self.max_num_batched_tokens, self.async_scheduling)
 
     def cpu_kv_blocks(self, block_bytes: int) -> int:
         """Default cache size off-GPU: room for max_num_seqs full-length sequences, within 1 GiB."""

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import torch
 
-from ..engine.cuda_graph import CudaGraphModelRunner
+from ..engine.cuda_graph import CudaGraphModelRunner, FusedEagerModelRunner
 from ..engine.model_runner import ModelRunner
 from .layers import ShardedLayers
 from .workers import RankPool, check_tp_size
@@ -32,10 +32,11 @@ class ShardedGraphRunner(CudaGraphModelRunner):
 
 
 def _runner_class(config):
-    """The forward-only CUDA-graph runner on CUDA unless enforce_eager, else the plain ModelRunner."""
-    if config.device.type == "cuda" and not config.enforce_eager:
-        return ShardedGraphRunner
-    return ModelRunner
+    """Each rank's runner: on CUDA the forward-only graph runner, or chapter 08's fused eager runner
+    when enforce_eager (as at TP=1); on a CPU the plain ModelRunner."""
+    if config.device.type != "cuda":
+        return ModelRunner
+    return FusedEagerModelRunner if config.enforce_eager else ShardedGraphRunner
 
 # %% auto #0
 __all__ = ['check_model_splits', 'ShardedGraphRunner', 'TensorParallelExecutor']

@@ -80,12 +80,13 @@ def test_tp_graph_runner_captures_the_forward_only():
 
     import torch
 
-    from nanoserve.engine.cuda_graph import CudaGraphModelRunner
+    from nanoserve.engine.cuda_graph import CudaGraphModelRunner, FusedEagerModelRunner
     from nanoserve.engine.model_runner import ModelRunner
     from nanoserve.parallel.executor import ShardedGraphRunner, _runner_class
 
     cuda = SimpleNamespace(device=torch.device("cuda"), enforce_eager=False)
     assert _runner_class(cuda) is ShardedGraphRunner
-    assert _runner_class(SimpleNamespace(device=torch.device("cuda"), enforce_eager=True)) is ModelRunner
+    assert _runner_class(SimpleNamespace(device=torch.device("cuda"), enforce_eager=True)) is FusedEagerModelRunner
     assert _runner_class(SimpleNamespace(device=torch.device("cpu"), enforce_eager=False)) is ModelRunner
+    assert _runner_class(SimpleNamespace(device=torch.device("cpu"), enforce_eager=True)) is ModelRunner
     assert ShardedGraphRunner.sample_in_graphs is False and issubclass(ShardedGraphRunner, CudaGraphModelRunner)

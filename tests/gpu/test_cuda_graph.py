@@ -36,7 +36,7 @@ def test_torch_backend_is_not_captured(tiny_model):
 @pytest.mark.parametrize("backend_name", ["flash"])
 def test_replay_equals_eager(tiny_model, backend_name):
     from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch
-    from nanoserve.engine.config import backend_class
+    from nanoserve.engine.selector import backend_class
     from nanoserve.engine.cuda_graph import DecodeGraphs, decode_buckets
     from nanoserve.engine.model_runner import build_step_inputs
 
@@ -146,7 +146,7 @@ def test_async_scheduling_matches_the_synchronous_loop(tmp_path):
 def test_prefill_graph_replay_equals_eager(tiny_model):
     """Short prefill and mixed steps replayed from PrefillGraphs give the eager forward's logits."""
     from nanoserve.attention.batch import allocate_kv_cache
-    from nanoserve.engine.config import backend_class
+    from nanoserve.engine.selector import backend_class
     from nanoserve.engine.prefill_graph import PrefillGraphs
     from nanoserve.engine.model_runner import build_step_inputs, pack_to_device
     from nanoserve.attention.batch import AttentionBatch
