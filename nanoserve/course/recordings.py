@@ -78,18 +78,17 @@ def replay_cell_transformer(path):
     return transform
 
 
-def replay_gpu_cells(path) -> bool:
-    """Make this IPython kernel replay recordings for GPU cells it cannot run; False outside IPython."""
+def replay_gpu_cells(path) -> None:
+    """Make this IPython kernel replay recordings for GPU cells it cannot run; nothing outside IPython."""
     try:
         from IPython import get_ipython
     except ImportError:
-        return False
+        return
     shell = get_ipython()
     if shell is None:
-        return False
+        return
     if not Path(path).is_file():
         raise FileNotFoundError(f"no recordings file at {path} (run the chapter from the chapters/ folder)")
     transformers = shell.input_transformers_post
     transformers[:] = [t for t in transformers if not getattr(t, "nanoserve_recordings", False)]
     transformers.append(replay_cell_transformer(path))
-    return True
