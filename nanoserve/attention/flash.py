@@ -93,12 +93,28 @@ class FlashAttentionBackend:
         """Store this step's k/v, then attend every new query to its sequence's cached context."""
         k_cache, v_cache = batch.kv_caches[layer_idx]
         self._check(q, k_cache)
-        store_kv_triton(k, v, k_cache, v_cache, batch.slot_mapping)
-        varlen, with_kvcache = _flash_functions()
+        self.store(k, v, k_cache, v_cache, batch.slot_mapping)
         if batch.is_decode:
-            out = with_kvcache(q.unsqueeze(1), k_cache, v_cache, cache_seqlens=batch.context_lens,
-                               block_table=batch.block_tables, causal=True)
-            return out.squeeze(1)
+            return self.decode(q, k_cache, v_cache, batch)
+        return self.varlen(q, k_cache, v_cache, batch)
+
+    @staticmethod
+    def store(k, v, k_cache, v_cache, slot_mapping):
+        """Write this step's k/v rows into their cache slots (-1: nowhere) with the Triton kernel."""
+        store_kv_triton(k, v, k_cache, v_cache, slot_mapping)
+
+    @staticmethod
+    def decode(q, k_cache, v_cache, batch):
+        """One query per sequence: flash-attn's kvcache kernel over each block table."""
+        _, with_kvcache = _flash_functions()
+        out = with_kvcache(q.unsqueeze(1), k_cache, v_cache, cache_seqlens=batch.context_lens,
+                           block_table=batch.block_tables, causal=True)
+        return out.squeeze(1)
+
+    @staticmethod
+    def varlen(q, k_cache, v_cache, batch):
+        """Any number of queries per sequence (rows cu_seqlens_q[b]:cu_seqlens_q[b+1]), causal at the end."""
+        varlen, _ = _flash_functions()
         return varlen(q, k_cache, v_cache, batch.cu_seqlens_q, batch.cu_seqlens_k,
                       batch.max_seqlen_q, batch.max_seqlen_k, causal=True, block_table=batch.block_tables)
 

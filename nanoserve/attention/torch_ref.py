@@ -59,10 +59,15 @@ class TorchAttentionBackend:
     def forward(self, q: Tensor, k: Tensor, v: Tensor, layer_idx: int, batch: AttentionBatch) -> Tensor:
         """Store this step's k/v, then attend each sequence's queries to its cached context."""
         k_cache, v_cache = batch.kv_caches[layer_idx]
-        store_kv(k, v, k_cache, v_cache, batch.slot_mapping)
+        self.store(k, v, k_cache, v_cache, batch.slot_mapping)
         if batch.is_decode:
             return self.decode(q, k_cache, v_cache, batch)
         return self.varlen(q, k_cache, v_cache, batch)
+
+    @staticmethod
+    def store(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor) -> None:
+        """Write this step's k/v rows into their cache slots (-1: nowhere)."""
+        store_kv(k, v, k_cache, v_cache, slot_mapping)
 
     def varlen(self, q: Tensor, k_cache: Tensor, v_cache: Tensor, batch: AttentionBatch) -> Tensor:
         """The readable loop: one sequence at a time, any mix of prefill chunks and decodes."""

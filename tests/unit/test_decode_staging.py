@@ -61,31 +61,63 @@ def test_graph_sampler_math_equals_eager_sampler():
         assert fused.tolist() == eager.tolist()
 
 
-def test_prefill_staging_pads_sequences_and_rows():
-    """PrefillGraphs' staging (CPU, nothing captured): empty sequence slots, rows of no sequence, logits rows."""
+def test_mixed_token_buckets():
+    """Doubling to 512, then x1.5 and x4/3 in turn, ending exactly at the budget; bad budgets refused."""
+    from nanoserve.engine.prefill_graph import mixed_token_buckets
+
+    assert mixed_token_buckets(8192) == [16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192]
+    assert mixed_token_buckets(16) == [16] and mixed_token_buckets(5) == [5]
+    assert mixed_token_buckets(1000) == [16, 32, 64, 128, 256, 512, 768, 1000]
+    for bad in (0, -3, 2.5, True, "512"):
+        with pytest.raises(ValueError, match="max_tokens"):
+            mixed_token_buckets(bad)
+
+
+def test_mixed_layout_lanes_first_pieces_after():
+    """One-query sequences become lanes at the front; longer chunks become pieces of <= piece_len queries."""
+    from nanoserve.engine.prefill_graph import plan_mixed_layout
+
+    step = build_step_inputs([list(range(10)), [7], [1, 2, 3], [8]], starts=[4, 20, 0, 3],
+                             block_tables=[[0, 1, 2, 3], [4, 5, 6, 7, 8, 9], [10], [11]],
+                             samples=[True, True, True, True], block_size=4)
+    layout = plan_mixed_layout(step, piece_len=4)
+    assert layout.order.tolist() == [10, 14, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 11, 12, 13]
+    assert layout.lane_seqs.tolist() == [1, 3]
+    assert layout.piece_seqs.tolist() == [0, 0, 0, 2]
+    assert layout.piece_starts.tolist() == [2, 6, 10, 12, 15]
+    assert layout.piece_keys.tolist() == [8, 12, 14, 3]  # 4 cached + 4, + 8, + 10; the fresh prompt: 3
+    assert layout.graph_rows(step.logits_indices.numpy()).tolist() == [11, 0, 14, 1]
+    decodes = build_step_inputs([[1], [2]], [3, 3], [[0], [1]], [True, True], block_size=4)
+    assert plan_mixed_layout(decodes).piece_starts.tolist() == [2]  # no pieces at all
+
+
+def test_mixed_staging_pads_lanes_pieces_and_rows():
+    """MixedStepGraphs' staging (CPU, nothing captured): layout order, padded lanes and pieces, carry rows mapped."""
     from nanoserve.attention.torch_ref import TorchAttentionBackend
     from nanoserve.engine.async_scheduler import CarriedTokens
-    from nanoserve.engine.cuda_graph import bucket_for
-    from nanoserve.engine.prefill_graph import PREFILL_TOKEN_BUCKETS, PrefillGraphs, with_carry
+    from nanoserve.engine.prefill_graph import MixedStepGraphs, with_carry
 
-    class Capturable(TorchAttentionBackend):
-        supports_cuda_graphs = True
-
-    assert [bucket_for(n, PREFILL_TOKEN_BUCKETS) for n in (1, 16, 17, 512, 513)] == [16, 16, 32, 512, None]
     last = torch.zeros(4, dtype=torch.int64)
-    g = PrefillGraphs(None, [], Capturable(), max_model_len=16, block_size=4, last_tokens=last, device="cpu",
-                      buckets=(8, 16), max_seqs=3)
-    step = build_step_inputs([[-1], [21, 22, 23]], starts=[5, 4], block_tables=[[3, 4], [7, 8]],
+    g = MixedStepGraphs(None, [], TorchAttentionBackend(), max_model_len=16, block_size=4, last_tokens=last,
+                        max_seqs=3, buckets=(8, 16), device="cpu")
+    assert (g.lanes_for(8), g.pieces_for(8), g.lanes_for(16), g.pieces_for(16)) == (3, 3, 3, 3)
+    step = build_step_inputs([[21, 22, 23], [-1]], starts=[4, 5], block_tables=[[7, 8], [3, 4]],
                              samples=[True, True], block_size=4)
     assert g.bucket_for(step) == 8
-    g.stage(with_carry(step, CarriedTokens(rows=np.array([0]), src=np.array([1]), tokens=torch.tensor([40, 41]))))
+    g.stage(with_carry(step, CarriedTokens(rows=np.array([3]), src=np.array([1]), tokens=torch.tensor([40, 41]))))
     x = g.inputs
-    assert x["input_ids"].tolist() == [-1, 21, 22, 23, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0]
-    assert x["carry_src"].tolist()[:2] == [1, -1] and last.tolist()[:2] == [40, 41]  # eager tokens copied in
+    assert x["input_ids"].tolist() == [-1, 21, 22, 23] + [0] * 12  # the decode moved to row 0
+    assert x["carry_src"].tolist()[:4] == [1, -1, -1, -1] and last.tolist()[:2] == [40, 41]
     assert x["slot_mapping"].tolist() == [17, 32, 33, 34] + [-1] * 12
-    assert x["cu_seqlens_q"].tolist() == [0, 1, 4, 4] and x["cu_seqlens_k"].tolist() == [0, 6, 13, 13]
-    assert x["context_lens"].tolist() == [6, 7, 0] and x["logits_indices"].tolist() == [0, 3, 0]
-    assert x["block_tables"].tolist() == [[3, 4, 0, 0], [7, 8, 0, 0], [0, 0, 0, 0]]
+    assert x["num_lanes"].tolist() == [1] and x["lane_context_lens"].tolist() == [6, 1, 1]
+    assert x["lane_block_tables"].tolist() == [[3, 4, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert x["piece_cu_q"].tolist() == [1, 4, 4, 4] and x["piece_cu_k"].tolist() == [0, 7, 7, 7]
+    assert x["piece_context_lens"].tolist() == [7, 0, 0]
+    assert x["piece_block_tables"].tolist() == [[7, 8, 0, 0], [0, 0, 0, 0], [0, 0, 0, 0]]
+    assert x["logits_indices"].tolist() == [3, 0, 0]
     decode = build_step_inputs([[1], [2]], [3, 3], [[0], [1]], [True, True], block_size=4)
     crowded = build_step_inputs([[1, 2]] * 4, [0] * 4, [[0]] * 4, [True] * 4, block_size=4)
-    assert g.bucket_for(decode) is None and g.bucket_for(crowded) is None  # decode graphs' job; 4 > 3 slots
+    long = build_step_inputs([list(range(17))], [0], [[0, 1, 2, 3, 4]], [True], block_size=4)
+    assert g.bucket_for(decode) is None and g.bucket_for(crowded) is None and g.bucket_for(long) is None
+    with pytest.raises(ValueError, match="mixed-step graph"):
+        g.replay(long)

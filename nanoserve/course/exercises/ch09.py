@@ -1,5 +1,6 @@
-"""Checkers for chapter 09's exercises (async scheduling, prefill graphs)."""
-from ..solutions.ch09 import carry_rows as _carry_rows  # the reference the reader's answer is compared with
+"""Checkers for chapter 09's exercises (async scheduling, mixed-step graphs)."""
+from ..solutions.ch09 import carry_rows as _carry_rows  # the references the reader's answers are compared with
+from ..solutions.ch09 import lanes_and_pieces as _lanes_and_pieces
 
 __all__ = ["CHECKS"]
 
@@ -34,4 +35,16 @@ def check_wasted_lanes(wasted_lanes) -> str:
     return "one lane per eos that arrives before max_tokens"
 
 
-CHECKS = {"09.1": check_carry_rows, "09.2": check_wasted_lanes}
+def check_lanes_and_pieces(lanes_and_pieces) -> str:
+    """09.4: decode lanes and varlen pieces of a step, as plan_mixed_layout cuts it."""
+    cases = [([1], 128), ([300], 128), ([1, 1, 5], 128), ([128, 129, 1, 2], 128), ([236, 1, 5], 64), ([1000], 512)]
+    for case in cases:
+        want, got = _lanes_and_pieces(*case), lanes_and_pieces(list(case[0]), case[1])
+        if tuple(got) != want:
+            raise AssertionError(f"lanes_and_pieces{case} = {got!r}, expected {want}: a one-token chunk is a lane, "
+                                 "a longer chunk is cut into pieces of at most piece_len queries (the last one "
+                                 "may be shorter)")
+    return "the same counts plan_mixed_layout produces"
+
+
+CHECKS = {"09.1": check_carry_rows, "09.2": check_wasted_lanes, "09.4": check_lanes_and_pieces}

@@ -1,4 +1,4 @@
-"""Solutions to chapter 09's exercises (async scheduling, prefill graphs)."""
+"""Solutions to chapter 09's exercises (async scheduling, mixed-step graphs)."""
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
@@ -31,8 +31,20 @@ def wasted_lanes_every_stop(stop_steps, max_tokens):
     return sum(1 for s in stop_steps if s is not None)
 
 
-SOLUTIONS = {"09.1": carry_rows, "09.2": wasted_lanes}
-WRONG = {"09.1": carry_rows_by_sequence_index, "09.2": wasted_lanes_every_stop}
+def lanes_and_pieces(q_lens, piece_len):
+    """One-query chunks are lanes; every longer chunk needs ceil(length / piece_len) pieces."""
+    lanes = sum(1 for n in q_lens if n == 1)
+    pieces = sum(-(-n // piece_len) for n in q_lens if n > 1)
+    return lanes, pieces
+
+
+def lanes_and_pieces_floor(q_lens, piece_len):
+    """A typical mistake: rounding the pieces down, which drops a chunk's last, shorter piece."""
+    return sum(1 for n in q_lens if n == 1), sum(max(1, n // piece_len) for n in q_lens if n > 1)
+
+
+SOLUTIONS = {"09.1": carry_rows, "09.2": wasted_lanes, "09.4": lanes_and_pieces}
+WRONG = {"09.1": carry_rows_by_sequence_index, "09.2": wasted_lanes_every_stop, "09.4": lanes_and_pieces_floor}
 
 EXPLANATIONS = {
     "09.3": """Two steps ahead, step n+2 is launched while steps n and n+1 are both in flight. A decoding sequence then
@@ -44,12 +56,13 @@ sequence stopped by step n's eos has two lanes of wasted work, not one. The sche
 the length limit; that still works, placeholders count as tokens. It pays off only when one step's host work
 is longer than the GPU's step, e.g. a very fast GPU with a small model and a slow host: with host < GPU time,
 one step ahead already hides all of it.""",
-    "09.4": """A 64-sequence, 2048-token graph replays any prefill or mixed step up to that size, including the first
-step of a batch-32 benchmark, so the launch loop of a big first step disappears. It costs a capture and
-pool memory proportional to 2048 rows of activations and a [64, vocab] logits buffer, and every replay
-pays for the whole bucket: rows of no sequence still run through the GEMMs and the MLP, and flash-attn
-launches thread blocks for all 64 sequence slots, most of which exit at once. The graph stops paying once
-the GPU time of the padded work is larger than the launch time it saves: for long prefills the GPU is busy
-for milliseconds anyway (the launches hide behind it), while padding 600 real tokens to 2048 triples the
-GEMM work. Small buckets for short steps and eager for long ones is the balance chosen here.""",
+    "09.5": """Between 512 and 8,192 rows the buckets grow by x1.5 and x4/3 in turn, so a step pads to at most 1.5 times
+its rows (513 rows replay the 768-row graph) and on average much less; 14 graphs cover a budget of 8,192.
+Powers of two alone would need 10 graphs but pad up to 2x (4,097 rows to 8,192), and the padded rows go
+through every GEMM and the MLP: at thousands of rows the GPU time of a step is proportional to its rows,
+so the long steps, where padding costs the most, want the finest grid. Each extra bucket costs one warm-up
+forward and one capture at start-up (tens of milliseconds each on a slow host) and a little pool memory,
+since all graphs share one pool and only the largest sets its size. A grid of multiples of 512 would pad
+less than 1.5x everywhere above 1,024 rows but needs 16 graphs above 512; the geometric grid is the usual
+compromise (vLLM's capture sizes grow the same way).""",
 }

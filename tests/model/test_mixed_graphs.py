@@ -1,0 +1,85 @@
+"""Greedy output through chapter 09's mixed-step layout (its graphs' function, uncaptured on a CPU) equals
+transformers', with chunked prefill, prefix-cache hits, preemption and tokens carried one step ahead."""
+import pytest
+import torch
+from hf_reference import hf_greedy, hf_model
+
+from nanoserve.engine import selector
+from nanoserve.engine.prefill_graph import AsyncModelRunner, MixedStepGraphs, mixed_token_buckets
+from nanoserve.llm import LLM
+from nanoserve.model.tiny import make_tiny_checkpoint
+from nanoserve.sampling import SamplingParams
+
+PIECE_PROMPTS = [1, 3, 140, 13, 300, 2]  # 140 and 300 tokens: more than one 128-query piece
+MAX_TOKENS = [9, 5, 6, 3, 7, 8]
+
+
+class LayoutRunner(AsyncModelRunner):
+    """Chapter 09's runner on a CPU, with mixed-step graphs built but not captured: `replay` runs their function."""
+
+    def init_kv_cache(self, num_blocks: int) -> None:
+        super().init_kv_cache(num_blocks)
+        self.mixed_graphs = MixedStepGraphs(
+            self.model, self.kv_caches, self.backend, self.config.max_model_len, self.block_size,
+            torch.zeros(self.config.max_num_seqs, dtype=torch.int64), max_seqs=self.config.max_num_seqs,
+            buckets=mixed_token_buckets(self.config.max_num_batched_tokens), device=self.device)
+        self.replayed = 0
+
+    def forward(self, step):
+        if self.mixed_graphs.bucket_for(step) is not None:
+            self.replayed += 1
+        return super().forward(step)
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny"), seed=4, tie_word_embeddings=False,
+                                max_position_embeddings=512)
+
+
+@pytest.fixture(scope="module")
+def want(checkpoint):
+    model = hf_model(checkpoint)
+    g = torch.Generator().manual_seed(6)
+    prompts = [torch.randint(0, 512, (n,), generator=g).tolist() for n in PIECE_PROMPTS]
+    return prompts, [hf_greedy(model, p, m) for p, m in zip(prompts, MAX_TOKENS)]
+
+
+@pytest.fixture(autouse=True)
+def layout_runner(monkeypatch):
+    monkeypatch.setattr(selector, "executor_class", lambda config: LayoutRunner)
+
+
+def generate(llm, prompts):
+    params = [SamplingParams(temperature=0, max_tokens=m) for m in MAX_TOKENS]
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+    return [o.outputs[0].token_ids for o in outs]
+
+
+@pytest.mark.parametrize("overlap", [False, True], ids=["sync", "async"])
+@pytest.mark.parametrize("engine_args", [
+    dict(),
+    dict(max_num_batched_tokens=40),  # chunked prefill: pieces of later chunks attend a cached context
+    dict(num_kv_blocks=100, max_num_batched_tokens=64),  # preemption: recomputed prompts come back as pieces
+], ids=["batch", "chunked", "preempted"])
+def test_greedy_through_the_layout_equals_transformers(checkpoint, want, overlap, engine_args):
+    prompts, expected = want
+    llm = LLM(str(checkpoint), skip_tokenizer_init=True, device="cpu", block_size=4, max_model_len=512,
+              async_scheduling=overlap, enable_prefix_caching=False, **{"num_kv_blocks": 512, **engine_args})
+    scheduler, preempted = llm.engine.scheduler, []
+    schedule = scheduler.schedule
+    scheduler.schedule = lambda: (lambda batch: preempted.extend(batch.preempted) or batch)(schedule())
+    assert generate(llm, prompts) == expected
+    assert bool(preempted) == (engine_args.get("num_kv_blocks") == 100)
+    runner = llm.engine.executor
+    assert runner.replayed > 0 and llm.engine.block_manager.num_free_blocks == llm.engine.num_kv_blocks
+
+
+def test_prefix_hits_through_the_layout(checkpoint, want):
+    """The second call finds every prompt's full blocks cached: its pieces start after the cached prefix."""
+    prompts, expected = want
+    llm = LLM(str(checkpoint), skip_tokenizer_init=True, device="cpu", block_size=4, max_model_len=512,
+              num_kv_blocks=512, enable_prefix_caching=True, async_scheduling=True)
+    assert generate(llm, prompts) == expected
+    assert generate(llm, prompts) == expected
+    assert llm.engine.block_manager.hit_tokens > 400
