@@ -16,7 +16,8 @@ from .outputs import RequestOutput
 from .sampling import SamplingParams
 
 _VLLM_OPTIONS = {"revision", "download_dir", "max_logprobs", "enable_chunked_prefill", "generation_config",
-                 "trust_remote_code", "tokenizer_mode", "kv_cache_dtype", "quantization", "disable_log_stats"}
+                 "trust_remote_code", "tokenizer_mode", "kv_cache_dtype", "quantization", "disable_log_stats",
+                 "disable_cascade_attn"}
 
 
 def check_vllm_option_names(vllm_options: dict) -> None:
@@ -39,7 +40,8 @@ class LLMBase:
                  async_scheduling: bool | None = None, tp_worker_timeout_s: float = 60.0, **vllm_options):
         """`vllm_options`: vLLM's other keyword arguments (revision, download_dir, max_logprobs,
         enable_chunked_prefill, generation_config, trust_remote_code, tokenizer_mode, kv_cache_dtype,
-        quantization, disable_log_stats); see EngineConfig. An unknown one is a TypeError naming it."""
+        quantization, disable_log_stats, disable_cascade_attn); see EngineConfig. An unknown one is a TypeError
+        naming it."""
         check_vllm_option_names(vllm_options)
         config = EngineConfig(
             model=model, tokenizer=tokenizer, skip_tokenizer_init=skip_tokenizer_init, device=device,

@@ -12,7 +12,7 @@ import torch
 
 from .async_scheduler import PLACEHOLDER, AsyncScheduler, CarriedTokens
 from .core import EngineCore, EngineCoreOutput, count_decode_tokens
-from .prefill_graph import AsyncModelRunner
+from .async_runner import AsyncModelRunner
 from .scheduler import ScheduledBatch
 from ..sampler import host_copy
 

@@ -144,7 +144,7 @@ def _check_vllm_options(config) -> None:
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise TypeError(f"{name} must be a str or None, got {value!r}")
     _check_int("max_logprobs", config.max_logprobs, low=0)
-    for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats"):
+    for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats", "disable_cascade_attn"):
         _check_bool(name, getattr(config, name))
     if config.generation_config not in ("auto", "vllm"):
         raise ValueError(f"generation_config must be 'auto' (defaults from the checkpoint's "
@@ -257,6 +257,7 @@ class EngineConfig:
     kv_cache_dtype: str = "auto"  # the KV cache is stored in the model's dtype
     quantization: str | None = None
     disable_log_stats: bool = False  # accepted: nanoserve logs no periodic stats
+    disable_cascade_attn: bool = False  # True: decode graphs never split a shared prefix off (chapter 09)
 
     def __post_init__(self):
         _check_engine_args(self)

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['logger', 'PIECE_LEN', 'CarriedStepInputs', 'with_carry', 'carried_input_ids', 'stage_carry', 'CarryingDecodeGraphs',
            'mixed_token_buckets', 'MixedLayout', 'plan_mixed_layout', 'MixedStepBatch', 'MixedStepAttention',
-           'write_mixed_rows', 'MixedStepGraphs', 'AsyncModelRunner']
+           'write_mixed_rows', 'MixedStepGraphs']
 
 # %% ../../chapters/09_async_scheduling.ipynb #c012
 import dataclasses
@@ -261,52 +261,3 @@ class MixedStepGraphs:
             return self._forward(bucket)[:len(step.logits_indices)]
         self.graphs[bucket].replay()
         return self.logits[bucket][:len(step.logits_indices)]
-
-# %% ../../chapters/09_async_scheduling.ipynb #c043
-class AsyncModelRunner(CudaGraphModelRunner):
-    """The graph runner for the host one step ahead: carried input ids (eager or in a graph), mixed-step graphs."""
-
-    decode_graphs_class = CarryingDecodeGraphs
-
-    def __init__(self, config, model_config, device=None, rank: int = 0, layers=None):
-        super().__init__(config, model_config, device=device, rank=rank, layers=layers)
-        self.mixed_graphs = None
-
-    def init_kv_cache(self, num_blocks: int) -> None:
-        """The cache and the decode graphs, then the mixed-step graphs, which share the decode graphs' `last_tokens`."""
-        super().init_kv_cache(num_blocks)
-        self.mixed_graphs = None
-        if self.graphs is None:
-            return
-        try:
-            self.mixed_graphs = MixedStepGraphs(
-                self.model, self.kv_caches, self.backend, self.config.max_model_len, self.block_size,
-                self.graphs.last_tokens, max_seqs=self.config.max_num_seqs,
-                buckets=mixed_token_buckets(self.config.max_num_batched_tokens), device=self.device)
-        except (RuntimeError, ValueError) as err:
-            logger.warning("mixed-step graphs not captured (%s); prefill and mixed steps run eagerly", err)
-
-    @torch.inference_mode()
-    def execute(self, batch, sampling, carry: CarriedTokens | None = None):
-        """One step whose placeholder inputs are `carry`'s tokens; the sampled tokens stay on the device."""
-        return self.execute_step(with_carry(self.prepare(batch, sampling), carry), sampling)
-
-    @torch.inference_mode()
-    def forward(self, step):
-        """A prefill or mixed step from its mixed-step graph; everything else as the decode-graph runner."""
-        if self.mixed_graphs is not None and self.mixed_graphs.bucket_for(step) is not None:
-            return self.mixed_graphs.replay(step)
-        return super().forward(step)
-
-    def device_inputs(self, step) -> tuple:
-        """The eager path's device inputs, with carried tokens gathered into the input ids on the device."""
-        input_ids, positions, attn, logits_indices = super().device_inputs(step)
-        carry = step.carry if isinstance(step, CarriedStepInputs) else None
-        if carry is not None:
-            rows, src = pack_to_device([torch.from_numpy(carry.rows), torch.from_numpy(carry.src)], self.device)
-            input_ids = input_ids.index_copy(0, rows, carry.tokens.index_select(0, src))
-        return input_ids, positions, attn, logits_indices
-
-    def shutdown(self) -> None:
-        self.mixed_graphs = None
-        super().shutdown()

@@ -22,7 +22,7 @@ def executor_class(config):
 
         return FusedEagerModelRunner
     if config.async_scheduling:
-        from nanoserve.engine.prefill_graph import AsyncModelRunner  # chapter 09
+        from nanoserve.engine.async_runner import AsyncModelRunner  # chapter 09
 
         return AsyncModelRunner
     from nanoserve.engine.cuda_graph import CudaGraphModelRunner  # chapter 08

@@ -2,10 +2,10 @@
 
 # %% auto #0
 __all__ = ['HUB_PATTERNS', 'MODEL_TYPES', 'MOE_MODEL_TYPES', 'SIZE_FIELDS', 'WEIGHT_DTYPES', 'ROPE_FIELDS', 'resolve_model_path',
-           'config_class', 'load_config', 'check_config_fields', 'check_config_sizes', 'checkpoint_target',
+           'load_config', 'check_config_fields', 'check_config_types', 'check_config_sizes', 'checkpoint_target',
            'checkpoint_shapes', 'check_tensor', 'expected_loads', 'load_weights', 'load_qwen3']
 
-# %% ../../chapters/01_qwen3.ipynb #c047
+# %% ../../chapters/01_qwen3.ipynb #c051
 """Find a checkpoint (local dir or hub id), read its config, and load its safetensors into our model."""
 import json
 import os
@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from .config import ModelConfig
 from .layers import default_weight_loader
 
 HUB_PATTERNS = ["*.json", "*.safetensors", "*.txt", "*.jinja", "*.model", "tokenizer*"]
@@ -53,15 +54,8 @@ MODEL_TYPES = ("qwen3", "qwen2", "llama")
 MOE_MODEL_TYPES = ("qwen3_moe", "qwen2_moe", "mixtral")
 
 
-def config_class(model_type: str):
-    """The transformers config class of a supported model_type (imported here: transformers is slow to import)."""
-    from transformers import LlamaConfig, Qwen2Config, Qwen3Config
-
-    return {"qwen3": Qwen3Config, "qwen2": Qwen2Config, "llama": LlamaConfig}[model_type]
-
-
-def load_config(path):
-    """Read and check `config.json` of a checkpoint directory into a Qwen3Config, Qwen2Config or LlamaConfig."""
+def load_config(path) -> ModelConfig:
+    """Read and check `config.json` of a checkpoint directory into a ModelConfig (qwen3, qwen2 or llama)."""
     config_file = Path(path) / "config.json"
     if not config_file.is_file():
         raise ValueError(f"{config_file} not found: a model directory needs a config.json")
@@ -78,15 +72,13 @@ def load_config(path):
     if model_type not in MODEL_TYPES:
         raise ValueError(f"nanoserve runs model_type {', '.join(MODEL_TYPES)} (Qwen3, Qwen2/2.5, Llama 3); "
                          f"{config_file} has model_type {model_type!r}")
-    check_config_fields(data, config_file)  # before transformers, whose errors name neither file nor field
-    try:
-        config = config_class(model_type)(**data)
-    except Exception as err:
-        raise ValueError(f"{config_file}: transformers cannot read it ({type(err).__name__}: {err})") from None
+    check_config_fields(data, config_file)
+    check_config_types(data, config_file)
+    config = ModelConfig.from_dict(data)
     check_config_sizes(config, config_file)
     return config
 
-# %% ../../chapters/01_qwen3.ipynb #c049
+# %% ../../chapters/01_qwen3.ipynb #c053
 SIZE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                "num_key_value_heads", "max_position_embeddings")
 WEIGHT_DTYPES = ("float32", "float16", "bfloat16")
@@ -143,6 +135,30 @@ def check_config_fields(data: dict, source) -> None:
         raise ValueError(f"{source}: sliding_window={data['sliding_window']!r} is not supported "
                          "(every layer attends to the full context)")
 
+# %% ../../chapters/01_qwen3.ipynb #c055
+def _is_number(value) -> bool:
+    """An int or float, but not a bool (JSON's true is no number)."""
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def check_config_types(data: dict, source) -> None:
+    """Refuse raw config.json values of the wrong type for the switches, token ids and RoPE base the model reads."""
+    for field in ("tie_word_embeddings", "attention_bias"):
+        if field in data and not isinstance(data[field], bool):
+            raise ValueError(f"{source}: {field} must be true or false, got {data[field]!r}")
+    for field in ("bos_token_id", "eos_token_id", "pad_token_id"):
+        ids = data.get(field)
+        if ids is None:
+            continue
+        for i in ids if isinstance(ids, list) else [ids]:
+            if isinstance(i, bool) or not isinstance(i, int):
+                raise ValueError(f"{source}: {field} must be a token id, a list of them, or null, got {ids!r}")
+    for field in ("rope_scaling", "rope_parameters", None):
+        entry = data if field is None else data.get(field) or {}
+        if "rope_theta" in entry and not (_is_number(entry["rope_theta"]) and entry["rope_theta"] > 0):
+            name = "rope_theta" if field is None else f"{field}.rope_theta"
+            raise ValueError(f"{source}: {name} must be a positive number, got {entry['rope_theta']!r}")
+
 
 def check_config_sizes(config, source) -> None:
     """Refuse sizes that cannot build a model: non-positive counts, kv heads that do not divide the heads."""
@@ -159,7 +175,7 @@ def check_config_sizes(config, source) -> None:
     if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
         raise ValueError(f"{source}: rms_norm_eps must be a positive number, got {eps!r}")
 
-# %% ../../chapters/01_qwen3.ipynb #c050
+# %% ../../chapters/01_qwen3.ipynb #c056
 def checkpoint_target(model, name: str):
     """Map a checkpoint tensor name to (our parameter name, shard id); None for tensors we skip on purpose."""
     if name.endswith("rotary_emb.inv_freq"):
@@ -213,7 +229,7 @@ def check_tensor(name: str, tensor, shape: tuple, file_name: str) -> None:
     if not is_float:
         raise ValueError(f"tensor {name!r} in {file_name} holds {dtype}; weights must be floating point")
 
-# %% ../../chapters/01_qwen3.ipynb #c052
+# %% ../../chapters/01_qwen3.ipynb #c058
 def expected_loads(model) -> set:
     """Every (parameter name, shard id) the checkpoint must provide exactly once."""
     want = set()

@@ -33,7 +33,7 @@ if [ "${PROFILE:-0}" = 1 ]; then
 fi
 for variant in ${VARIANTS-default 512}; do
   args=""; [ "$variant" = 512 ] && args="--max-num-seqs 512 --max-num-batched-tokens 16384"
-  OUT="$OUT/bench_$variant" ENGINES=nanoserve WORKLOADS=random,shared-prefix,high-churn,prefill-bound,latency RUNS=2 \
+  OUT="$OUT/bench_$variant" ENGINES=nanoserve WORKLOADS=${BENCH_WORKLOADS:-random,shared-prefix,high-churn,prefill-bound,latency} RUNS=2 \
     NANOSERVE_TIMEOUT=200 TAG="h200-mixed-$variant" NANOSERVE_ARGS="$args" bash scripts/gpu/bench_all.sh 2>&1 | tail -14
   echo "bench $variant done after $(( $(date +%s) - START )) s"
 done

@@ -216,3 +216,70 @@ def test_mixed_step_graphs_greedy_is_within_bf16_noise_of_transformers(tmp_path)
         gap = (logits.max(-1).values - chosen) / logits.abs().max(-1).values.clamp(min=1)
         worst = max(worst, gap.max().item())
     assert worst < 0.03, f"a chosen token is {worst:.3f} (relative) below the fp32 argmax"
+
+
+def test_cascade_graph_replay_equals_the_plain_graph(tiny_model):
+    """A decode step sharing prefix blocks gives the same hidden states through the cascade graph as through the plain one."""
+    from nanoserve.attention.batch import allocate_kv_cache
+    from nanoserve.engine.cascade import CascadeDecodeGraphs
+    from nanoserve.engine.cuda_graph import decode_buckets
+    from nanoserve.engine.model_runner import build_step_inputs
+    from nanoserve.engine.selector import backend_class
+
+    backend, block, max_len = backend_class("flash")(), 256, 2048
+    cfg = tiny_model.config
+    _, caches = allocate_kv_cache(cfg.num_hidden_layers, 160, block, cfg.num_key_value_heads, 128,
+                                  dtype=torch.bfloat16, device="cuda")
+    for k, v in caches:
+        k.normal_(), v.normal_()
+    graphs = CascadeDecodeGraphs(tiny_model, caches, backend, decode_buckets(64), max_len, block, "cuda")
+    graphs.min_shared_reads = 0
+    assert sorted(graphs.cascade_graphs) == [b for b in graphs.buckets if b >= 16]
+    g = torch.Generator().manual_seed(4)
+    for lanes, shared in ((16, 1), (40, 3), (64, 2)):
+        lens = torch.randint(1, 2 * block, (lanes,), generator=g).tolist()
+        tables = [[1 + j for j in range(shared)] + [10 + 2 * i, 11 + 2 * i][:-(-n // block)] for i, n in enumerate(lens)]
+        if lanes > 16:  # one lane with a private copy of the prefix: not a member, its whole context is its own
+            tables[0] = [120 + j for j in range(shared)] + tables[0][shared:]
+        starts = [shared * block + n - 1 for n in lens]
+        step = build_step_inputs([[5 + i] for i in range(lanes)], starts, tables, [True] * lanes, block)
+        with torch.no_grad():
+            graphs.cascade_graphs, saved = {}, graphs.cascade_graphs
+            plain = graphs.replay(step).float().clone()
+            graphs.cascade_graphs = saved
+            cascade_steps = graphs.num_cascade_steps
+            merged = graphs.replay(step).float()
+        assert graphs.shared_blocks == shared and graphs.num_cascade_steps == cascade_steps + 1
+        assert graphs.members[:lanes].tolist() == [int(lanes == 16)] + [1] * (lanes - 1)
+        torch.testing.assert_close(merged, plain, atol=3e-2, rtol=3e-2)
+
+
+def test_shared_prefix_greedy_is_within_bf16_noise_through_the_cascade(tmp_path):
+    """Greedy decoding of prompts sharing a long prefix goes through the cascade graphs and stays an fp32 argmax."""
+    pytest.importorskip("flash_attn")
+    transformers = pytest.importorskip("transformers")
+    from nanoserve import LLM, SamplingParams
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path / "m", seed=5, tie_word_embeddings=False, **GPU_TINY)
+    llm = LLM(str(path), skip_tokenizer_init=True, max_num_seqs=32, max_model_len=1024, gpu_memory_utilization=0.3)
+    graphs = llm.engine.executor.graphs
+    graphs.min_shared_reads = 0  # a tiny batch: take the cascade whenever a block is shared
+    g = torch.Generator().manual_seed(6)
+    prefix = torch.randint(0, 512, (512,), generator=g).tolist()
+    prompts = [prefix + torch.randint(0, 512, (n,), generator=g).tolist() for n in range(3, 23)]
+    llm.generate([dict(prompt_token_ids=prompts[0])], SamplingParams(max_tokens=1), use_tqdm=False)  # cache the prefix
+    outs = llm.generate([dict(prompt_token_ids=p) for p in prompts],
+                        SamplingParams(temperature=0, max_tokens=16, ignore_eos=True), use_tqdm=False)
+    assert graphs.num_cascade_steps > 0
+    llm.engine.shutdown()
+    model = transformers.AutoModelForCausalLM.from_pretrained(str(path), dtype=torch.float32).eval()
+    worst = 0.0
+    for prompt, out in zip(prompts, outs):
+        gen = list(out.outputs[0].token_ids)
+        with torch.no_grad():
+            logits = model(torch.tensor([prompt + gen])).logits[0, len(prompt) - 1:-1]
+        chosen = logits.gather(1, torch.tensor(gen)[:, None])[:, 0]
+        gap = (logits.max(-1).values - chosen) / logits.abs().max(-1).values.clamp(min=1)
+        worst = max(worst, gap.max().item())
+    assert worst < 0.03, f"a chosen token is {worst:.3f} (relative) below the fp32 argmax"

@@ -67,6 +67,13 @@ def test_kv_heads_must_divide_heads(checkpoint, tmp_path):
     ({"rope_parameters": {"rope_type": "linear", "rope_theta": 10000.0}}, "rope_parameters.factor"),
     ({"rope_scaling": "yarn"}, "rope_scaling must be an object"),
     ({"use_sliding_window": True, "sliding_window": 16}, "use_sliding_window"),
+    ({"tie_word_embeddings": "false"}, "tie_word_embeddings must be true or false.*'false'"),
+    ({"attention_bias": 1}, "attention_bias must be true or false"),
+    ({"eos_token_id": "2"}, "eos_token_id must be a token id"),
+    ({"bos_token_id": [1, None]}, "bos_token_id must be a token id"),
+    ({"rope_theta": None}, "rope_theta must be a positive number, got None"),
+    ({"rope_theta": 0}, "rope_theta must be a positive number"),
+    ({"rope_parameters": {"rope_type": "default", "rope_theta": "1e6"}}, "rope_parameters.rope_theta"),
 ])
 def test_unsupported_settings_are_refused(checkpoint, tmp_path, fields, match):
     path = edited_config(checkpoint, tmp_path, **fields)

@@ -5,7 +5,8 @@ import torch
 from hf_reference import hf_greedy, hf_model
 
 from nanoserve.engine import selector
-from nanoserve.engine.prefill_graph import AsyncModelRunner, MixedStepGraphs, mixed_token_buckets
+from nanoserve.engine.async_runner import AsyncModelRunner
+from nanoserve.engine.prefill_graph import MixedStepGraphs, mixed_token_buckets
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams

@@ -9,7 +9,8 @@ from nanoserve.engine.async_scheduler import PLACEHOLDER, AsyncScheduler, Carrie
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
 from nanoserve.engine.model_runner import ModelRunner, build_step_inputs
-from nanoserve.engine.prefill_graph import AsyncModelRunner, CarryingDecodeGraphs, with_carry
+from nanoserve.engine.async_runner import AsyncModelRunner
+from nanoserve.engine.prefill_graph import CarryingDecodeGraphs, with_carry
 from nanoserve.engine.scheduler import ScheduledBatch, SchedulerConfig
 from nanoserve.engine.sequence import Sequence
 from nanoserve.kv.blocks import BlockManager

@@ -8,7 +8,7 @@ from nanoserve.engine.async_core import AsyncEngineCore
 from nanoserve.engine.core import EngineCore
 from nanoserve.engine.cuda_graph import CudaGraphModelRunner, FusedEagerModelRunner
 from nanoserve.engine.model_runner import ModelRunner
-from nanoserve.engine.prefill_graph import AsyncModelRunner
+from nanoserve.engine.async_runner import AsyncModelRunner
 from nanoserve.engine.selector import core_class, executor_class
 from nanoserve.parallel.executor import TensorParallelExecutor
 
