@@ -5,7 +5,7 @@ __all__ = ['CASCADE_MIN_LANES', 'CASCADE_MIN_SHARED_READS', 'CASCADE_KERNELS', '
            'merge_attention', 'attend_with_lse', 'TorchCascadeKernels', 'FlashCascadeKernels', 'CascadeBatch',
            'CascadeAttention', 'write_cascade_rows', 'CascadeDecodeGraphs']
 
-# %% ../../chapters/09_async_scheduling.ipynb #c044
+# %% ../../chapters/09_async_scheduling.ipynb #c046
 """Cascade attention for decode steps whose sequences share cached prefix blocks (chapter 09, section 9)."""
 import dataclasses
 
@@ -37,7 +37,7 @@ def shared_prefix(block_tables: np.ndarray, context_lens: np.ndarray, block_size
     members = first == ids[counts.argmax()]
     return common_prefix_blocks(block_tables[members], context_lens[members], block_size), members
 
-# %% ../../chapters/09_async_scheduling.ipynb #c050
+# %% ../../chapters/09_async_scheduling.ipynb #c052
 def merge_attention(out_a, lse_a, out_b, lse_b):
     """Attention over two disjoint key sets -> attention over their union; outs [T, H, D], lses [T, H] float32."""
     lse = torch.logaddexp(lse_a, lse_b)
@@ -119,7 +119,7 @@ class CascadeAttention:
         own, own_lse = self.kernels.suffix(q, k_cache, v_cache, batch.suffix)
         return merge_attention(shared, shared_lse, own, own_lse)
 
-# %% ../../chapters/09_async_scheduling.ipynb #c054
+# %% ../../chapters/09_async_scheduling.ipynb #c056
 def write_cascade_rows(view, step, block_size: int, min_shared_reads: int = CASCADE_MIN_SHARED_READS) -> int:
     """Stage a decode step's prefix and suffix inputs; return its shared prefix in blocks (0: plain decode)."""
     view["suffix_tables"][:], view["suffix_lens"][:], view["members"][:] = 0, 1, 0

@@ -110,7 +110,7 @@ def plan_mixed_layout(step, piece_len: int = PIECE_LEN) -> MixedLayout:
                        piece_starts=np.append(np.repeat(first_row, counts) + index * piece_len, len(order)),
                        piece_keys=np.repeat(cached, counts) + index * piece_len + rows)
 
-# %% ../../chapters/09_async_scheduling.ipynb #c035
+# %% ../../chapters/09_async_scheduling.ipynb #c037
 @dataclasses.dataclass
 class MixedStepBatch:
     """A mixed-step graph's attention inputs: decode lanes over the first rows, prefill pieces over the rest."""
@@ -140,7 +140,7 @@ class MixedStepAttention:
         out[:n] = torch.where(is_lane[:, None, None], lanes, out[:n])
         return out
 
-# %% ../../chapters/09_async_scheduling.ipynb #c037
+# %% ../../chapters/09_async_scheduling.ipynb #c039
 def write_mixed_rows(x, step, layout: MixedLayout, last_tokens) -> None:
     """Fill mixed-step staging views in the layout's row order; lanes, pieces and rows past the step are padding."""
     t, order = step.num_tokens, layout.order
@@ -166,7 +166,7 @@ def write_mixed_rows(x, step, layout: MixedLayout, last_tokens) -> None:
     s = len(step.logits_indices)
     x["logits_indices"][:s], x["logits_indices"][s:] = layout.graph_rows(step.logits_indices.numpy()), 0
 
-# %% ../../chapters/09_async_scheduling.ipynb #c039
+# %% ../../chapters/09_async_scheduling.ipynb #c041
 class MixedStepGraphs:
     """Prefill and mixed steps of every size, one graph per token bucket: decode lanes, then prefill pieces."""
 
