@@ -23,6 +23,18 @@ def tiny_model():
     return model.eval()
 
 
+def random_paged_caches(model, num_blocks, block=256, device="cuda"):
+    """Per-layer (k, v) paged caches of random bf16 values for `model`'s KV heads (head_dim 128)."""
+    from nanoserve.attention.batch import allocate_kv_cache
+
+    cfg = model.config
+    _, caches = allocate_kv_cache(cfg.num_hidden_layers, num_blocks, block, cfg.num_key_value_heads, 128,
+                                  dtype=torch.bfloat16, device=device)
+    for k, v in caches:
+        k.normal_(), v.normal_()
+    return caches
+
+
 def test_torch_backend_is_not_captured(tiny_model):
     from nanoserve.attention.batch import allocate_kv_cache
     from nanoserve.attention.torch_ref import TorchAttentionBackend
@@ -147,7 +159,6 @@ def test_async_scheduling_matches_the_synchronous_loop(tmp_path):
 
 def test_mixed_step_graph_replay_equals_eager(tiny_model):
     """Prefill and mixed steps replayed from MixedStepGraphs (lanes + pieces) give the eager forward's logits."""
-    from nanoserve.attention.batch import allocate_kv_cache
     from nanoserve.engine.selector import backend_class
     from nanoserve.engine.prefill_graph import MixedStepGraphs
     from nanoserve.engine.model_runner import build_step_inputs, pack_to_device
@@ -155,10 +166,7 @@ def test_mixed_step_graph_replay_equals_eager(tiny_model):
 
     backend, block, max_len = backend_class("flash")(), 256, 1024
     cfg = tiny_model.config
-    _, caches = allocate_kv_cache(cfg.num_hidden_layers, 20, block, cfg.num_key_value_heads, 128,
-                                  dtype=torch.bfloat16, device="cuda")
-    for k, v in caches:
-        k.normal_(), v.normal_()
+    caches = random_paged_caches(tiny_model, 20, block)
     last = torch.zeros(8, dtype=torch.int64, device="cuda")
     graphs = MixedStepGraphs(tiny_model, caches, backend, max_len, block, last, max_seqs=8,
                              buckets=(16, 64, 512))
@@ -220,18 +228,13 @@ def test_mixed_step_graphs_greedy_is_within_bf16_noise_of_transformers(tmp_path)
 
 def test_cascade_graph_replay_equals_the_plain_graph(tiny_model):
     """A decode step sharing prefix blocks gives the same hidden states through the cascade graph as through the plain one."""
-    from nanoserve.attention.batch import allocate_kv_cache
     from nanoserve.engine.cascade import CascadeDecodeGraphs
     from nanoserve.engine.cuda_graph import decode_buckets
     from nanoserve.engine.model_runner import build_step_inputs
     from nanoserve.engine.selector import backend_class
 
     backend, block, max_len = backend_class("flash")(), 256, 2048
-    cfg = tiny_model.config
-    _, caches = allocate_kv_cache(cfg.num_hidden_layers, 160, block, cfg.num_key_value_heads, 128,
-                                  dtype=torch.bfloat16, device="cuda")
-    for k, v in caches:
-        k.normal_(), v.normal_()
+    caches = random_paged_caches(tiny_model, 160, block)
     graphs = CascadeDecodeGraphs(tiny_model, caches, backend, decode_buckets(64), max_len, block, "cuda")
     graphs.min_shared_reads = 0
     assert sorted(graphs.cascade_graphs) == [b for b in graphs.buckets if b >= 16]
