@@ -47,4 +47,22 @@ def check_lanes_and_pieces(lanes_and_pieces) -> str:
     return "the same counts plan_mixed_layout produces"
 
 
-CHECKS = {"09.1": check_carry_rows, "09.2": check_wasted_lanes, "09.4": check_lanes_and_pieces}
+def check_merge(merge) -> str:
+    """09.6: two partial attentions and their log-sum-exps merge into attention over all the keys."""
+    import torch
+
+    from ...engine.cascade import attend_with_lse
+
+    g = torch.Generator().manual_seed(6)
+    for split in (1, 7, 19):
+        q, k, v = (torch.randn(shape, generator=g) for shape in ((3, 4, 8), (20, 2, 8), (20, 2, 8)))
+        whole, _ = attend_with_lse(q, k, v)
+        got = merge(*attend_with_lse(q, k[:split], v[:split]), *attend_with_lse(q, k[split:], v[split:]))
+        if not torch.allclose(got, whole, atol=1e-5):
+            raise AssertionError(f"with the keys split at {split} the merge is off by {(got - whole).abs().max():.3g}: "
+                                 "weight each half by exp(its lse - the lse of both), where the lse of both is "
+                                 "log(exp(lse_a) + exp(lse_b))")
+    return "the same result as attending all the keys at once"
+
+
+CHECKS = {"09.1": check_carry_rows, "09.2": check_wasted_lanes, "09.4": check_lanes_and_pieces, "09.6": check_merge}

@@ -43,8 +43,22 @@ def lanes_and_pieces_floor(q_lens, piece_len):
     return sum(1 for n in q_lens if n == 1), sum(max(1, n // piece_len) for n in q_lens if n > 1)
 
 
-SOLUTIONS = {"09.1": carry_rows, "09.2": wasted_lanes, "09.4": lanes_and_pieces}
-WRONG = {"09.1": carry_rows_by_sequence_index, "09.2": wasted_lanes_every_stop, "09.4": lanes_and_pieces_floor}
+def merge(out_a, lse_a, out_b, lse_b):
+    """Each half weighted by its share of the combined softmax denominator."""
+    import torch
+
+    lse = torch.logaddexp(lse_a, lse_b)
+    return out_a * (lse_a - lse).exp().unsqueeze(-1) + out_b * (lse_b - lse).exp().unsqueeze(-1)
+
+
+def merge_by_average(out_a, lse_a, out_b, lse_b):
+    """A typical mistake: averaging the two halves, as if both had the same number (and size) of scores."""
+    return (out_a + out_b) / 2
+
+
+SOLUTIONS = {"09.1": carry_rows, "09.2": wasted_lanes, "09.4": lanes_and_pieces, "09.6": merge}
+WRONG = {"09.1": carry_rows_by_sequence_index, "09.2": wasted_lanes_every_stop, "09.4": lanes_and_pieces_floor,
+         "09.6": merge_by_average}
 
 EXPLANATIONS = {
     "09.3": """Two steps ahead, step n+2 is launched while steps n and n+1 are both in flight. A decoding sequence then
