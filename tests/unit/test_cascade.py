@@ -99,3 +99,20 @@ def test_cascade_staging_on_cpu():
     few = build_step_inputs([[7]] * 8, [60] * 8, tables[:8], [True] * 8, block_size=16)
     staging.stage(few)
     assert staging.shared_blocks == 0  # fewer lanes than CASCADE_MIN_LANES
+
+
+def test_disable_cascade_attn_keeps_the_plain_carrying_graphs():
+    """vLLM's switch: the runner captures CarryingDecodeGraphs instead of CascadeDecodeGraphs."""
+    from nanoserve.engine.async_runner import AsyncModelRunner
+    from nanoserve.engine.config import EngineConfig
+    from nanoserve.engine.prefill_graph import CarryingDecodeGraphs
+    from nanoserve.model.loader import load_config
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(__import__("tempfile").mkdtemp() + "/tiny")
+    model_config = load_config(path)
+    for off, cls in ((False, CascadeDecodeGraphs), (True, CarryingDecodeGraphs)):
+        config = EngineConfig(str(path), device="cpu", disable_cascade_attn=off).resolve(model_config)
+        assert AsyncModelRunner(config, model_config).decode_graphs_class is cls
+    with pytest.raises(TypeError, match="disable_cascade_attn"):
+        EngineConfig(str(path), disable_cascade_attn="yes")
