@@ -84,3 +84,27 @@ def test_prefix_hits_through_the_layout(checkpoint, want):
     assert generate(llm, prompts) == expected
     assert generate(llm, prompts) == expected
     assert llm.engine.block_manager.hit_tokens > 400
+
+
+def test_logprobs_and_prompt_logprobs_through_the_layout(checkpoint, monkeypatch):
+    """Steps that need every prompt row's logits go through the layout too when they fit; values match the plain engine."""
+    g = torch.Generator().manual_seed(8)
+    prompts = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (3, 5, 2)]
+    params = SamplingParams(temperature=0, max_tokens=4, logprobs=2, prompt_logprobs=2)
+    runs = {}
+    for layout in (False, True):
+        if not layout:
+            monkeypatch.undo()  # the plain runner of chapter 06
+        llm = LLM(str(checkpoint), skip_tokenizer_init=True, device="cpu", block_size=4, max_model_len=512,
+                  num_kv_blocks=64, enable_prefix_caching=False)
+        runs[layout] = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
+        if layout:
+            assert llm.engine.executor.replayed > 0
+        monkeypatch.setattr(selector, "executor_class", lambda config: LayoutRunner)
+    for plain, through in zip(runs[False], runs[True]):
+        assert plain.outputs[0].token_ids == through.outputs[0].token_ids
+        for a, b in zip(plain.prompt_logprobs[1:], through.prompt_logprobs[1:]):
+            assert a.keys() == b.keys()
+            assert all(abs(a[t].logprob - b[t].logprob) < 1e-4 for t in a)
+        for a, b in zip(plain.outputs[0].logprobs, through.outputs[0].logprobs):
+            assert a.keys() == b.keys()
