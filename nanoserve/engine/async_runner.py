@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['logger', 'AsyncModelRunner']
 
-# %% ../../chapters/09_async_scheduling.ipynb #c060
+# %% ../../chapters/09_async_scheduling.ipynb #c061
 """The runner of the host one step ahead (chapter 09): carried tokens, mixed-step graphs, cascade decode graphs."""
 import logging
 
