@@ -131,10 +131,10 @@ def write_cascade_rows(view, step, block_size: int, min_shared_reads: int = CASC
     if shared == 0 or n < CASCADE_MIN_LANES or (members.sum() - 1) * shared * block_size < min_shared_reads:
         return 0
     skip = np.where(members, shared, 0)  # members start after the prefix; the others at their first block
-    width = view["suffix_tables"].shape[1]
-    for lane in range(n):  # a few hundred short row copies at most
-        row = tables[lane, skip[lane]:skip[lane] + width]
-        view["suffix_tables"][lane, :len(row)] = row
+    columns = skip[:, None] + np.arange(view["suffix_tables"].shape[1])  # each lane's table, shifted left
+    inside = columns < tables.shape[1]
+    view["suffix_tables"][:n] = np.where(inside, np.take_along_axis(tables, np.minimum(columns, tables.shape[1] - 1),
+                                                                    axis=1), 0)
     view["suffix_lens"][:n] = context - skip * block_size
     view["members"][:n] = members
     view["prefix_table"][0, :shared] = tables[members][0, :shared]
@@ -196,17 +196,4 @@ class CascadeDecodeGraphs(CarryingDecodeGraphs):
         if self.shared_blocks and bs in self.cascade_graphs:
             self.num_cascade_steps += 1
             return self.cascade_graphs[bs]
-        return self.graphs[bs]
-
-    def replay(self, step):
-        bs = self.stage(step)
-        self._forward_graph(bs).replay()
-        return self.hidden[bs][:step.num_tokens]
-
-    def replay_sampled(self, step, temperatures):
-        if not self.samples:
-            raise ValueError("these graphs were captured without sampling (sample=False)")
-        bs = self.stage(step, temperatures)
-        self._forward_graph(bs).replay()
-        (self.greedy_graphs if all(t == 0 for t in temperatures) else self.sample_graphs)[bs].replay()
-        return self.last_tokens[:step.num_tokens]
+        return super()._forward_graph(bs)

@@ -225,6 +225,10 @@ class DecodeGraphs(DecodeStaging):
         """The input ids lane by lane as the graph reads them (chapter 09 gathers carried tokens here)."""
         return self.input_ids[:bs]
 
+    def _forward_graph(self, bs):
+        """The forward graph that replays the step just staged in bucket `bs` (chapter 09 may pick another)."""
+        return self.graphs[bs]
+
     def _batch(self, bs, kv_caches, backend, max_model_len):
         """An AttentionBatch whose tensors are views of the first `bs` rows of the static buffers."""
         return AttentionBatch(
@@ -268,7 +272,7 @@ class DecodeGraphs(DecodeStaging):
     def replay(self, step):
         """Stage a decode step and replay its bucket's forward; the hidden states [n, H] of its rows."""
         bs = self.stage(step)
-        self.graphs[bs].replay()
+        self._forward_graph(bs).replay()
         return self.hidden[bs][:step.num_tokens]
 
     def replay_sampled(self, step, temperatures):
@@ -277,7 +281,7 @@ class DecodeGraphs(DecodeStaging):
         if not self.samples:
             raise ValueError("these graphs were captured without sampling (sample=False)")
         bs = self.stage(step, temperatures)
-        self.graphs[bs].replay()
+        self._forward_graph(bs).replay()
         (self.greedy_graphs if all(t == 0 for t in temperatures) else self.sample_graphs)[bs].replay()
         return self.last_tokens[:step.num_tokens]
 

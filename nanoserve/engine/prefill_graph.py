@@ -121,6 +121,7 @@ class MixedStepBatch:
     num_lanes: torch.Tensor      # [1] int64: how many of the lane rows are real lanes this step
     kv_caches: list
     backend: "MixedStepAttention"
+    is_lane: torch.Tensor | None = None  # [lane rows] bool from num_lanes, set once per forward, read by every layer
 
 
 class MixedStepAttention:
@@ -136,8 +137,7 @@ class MixedStepAttention:
         out = self.backend.varlen(q, k_cache, v_cache, batch.pieces)
         n = batch.lanes.context_lens.numel()
         lanes = self.backend.decode(q[:n], k_cache, v_cache, batch.lanes)
-        is_lane = torch.arange(n, device=q.device) < batch.num_lanes
-        out[:n] = torch.where(is_lane[:, None, None], lanes, out[:n])
+        out[:n] = torch.where(batch.is_lane[:, None, None], lanes, out[:n])
         return out
 
 # %% ../../chapters/09_async_scheduling.ipynb #c039
@@ -218,9 +218,10 @@ class MixedStepGraphs:
 
     def _forward(self, bucket):
         """What each graph holds: carried input ids, the forward over the layout, the LM head on the sampling rows."""
-        x = self.inputs
+        x, batch = self.inputs, self.batches[bucket]
+        batch.is_lane = torch.arange(self.lanes_for(bucket), device=x["num_lanes"].device) < x["num_lanes"]
         ids = carried_input_ids(x["input_ids"][:bucket], x["carry_src"][:bucket], self.last_tokens)
-        hidden = self.model(ids, x["positions"][:bucket], self.batches[bucket])
+        hidden = self.model(ids, x["positions"][:bucket], batch)
         return self.model.compute_logits(hidden[x["logits_indices"][:self.lanes_for(bucket)]])
 
     def _capture(self, backend) -> None:

@@ -116,3 +116,32 @@ def test_disable_cascade_attn_keeps_the_plain_carrying_graphs():
         assert AsyncModelRunner(config, model_config).decode_graphs_class is cls
     with pytest.raises(TypeError, match="disable_cascade_attn"):
         EngineConfig(str(path), disable_cascade_attn="yes")
+
+
+def test_replay_picks_the_cascade_graph_only_for_a_step_that_shares():
+    """The plain and cascade forward graphs (stand-ins that log their replays) are chosen by the step just staged."""
+    class Capturable(TorchAttentionBackend):
+        supports_cuda_graphs = True
+
+    class Logged:
+        def __init__(self, name, log):
+            self.name, self.log = name, log
+
+        def replay(self):
+            self.log.append(self.name)
+
+    staging = CascadeDecodeGraphs(None, [], Capturable(), [16, 32], max_model_len=128, block_size=16, device="cpu")
+    staging.min_shared_reads, log = 900, []
+    for kind in ("graphs", "cascade_graphs", "greedy_graphs", "sample_graphs"):
+        setattr(staging, kind, {b: Logged(f"{kind}{b}", log) for b in (16, 32)})
+    staging.hidden, staging.samples = {b: torch.zeros(b, 4) for b in (16, 32)}, True
+    tables = [[0, 1, 2, 10 + i, 40 + i] for i in range(20)]
+    sharing = build_step_inputs([[7]] * 20, [60 + i for i in range(20)], tables, [True] * 20, block_size=16)
+    few = build_step_inputs([[7]] * 8, [60] * 8, tables[:8], [True] * 8, block_size=16)
+    assert staging.replay(sharing).shape == (20, 4) and log == ["cascade_graphs32"]
+    staging.replay(few)
+    staging.replay_sampled(sharing, [0.0] * 20)
+    staging.replay_sampled(few, [0.7] * 8)
+    assert log == ["cascade_graphs32", "graphs16", "cascade_graphs32", "greedy_graphs32", "graphs16",
+                   "sample_graphs16"]
+    assert staging.num_cascade_steps == 2
