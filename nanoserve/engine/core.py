@@ -94,7 +94,7 @@ class SamplingState:
         params = [s.params for s in seqs]
         gens = self.generators
         sampling = SamplingBatch(params, [gens.get(s.seq_id) for s in seqs] if gens else [None] * len(seqs))
-        pending = [p.min_tokens > 0 and s.num_output_tokens < p.min_tokens for s, p in zip(seqs, params)]
+        pending = [p.min_tokens > 0 and s.num_tokens - s.num_prompt_tokens < p.min_tokens for s, p in zip(seqs, params)]
         if not any(pending) and all(p.is_plain for p in params):
             sampling.temperatures = [0.0 if p.greedy else p.temperature for p in params]
         else:

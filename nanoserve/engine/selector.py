@@ -4,30 +4,51 @@
 __all__ = ['executor_class', 'core_class', 'make_engine_core', 'attention_backends', 'backend_class']
 
 # %% ../../chapters/A2_engine_assembly.ipynb #c003
-"""Which executor and which engine core a configuration gets (appendix A2)."""
+"""How a configuration becomes an engine core: which runner, which graphs, which step loop (appendix A2)."""
 from .core import EngineCore
 from .model_runner import ModelRunner
 
 
-def executor_class(config):
-    """The Executor class for a resolved EngineConfig."""
+def build_runner(config, model_config, device=None, layers=None, token_table: bool = True) -> ModelRunner:
+    """A ModelRunner, with chapter 08's fused Triton kernels swapped in when asked for and CUDA can run them."""
+    runner = ModelRunner(config, model_config, device=device, layers=layers, token_table=token_table)
+    if runner.device.type == "cuda" and config.fused_kernels:
+        from nanoserve.kernels.fused import fuse_model, fused_kernels_available  # chapter 08
+
+        if fused_kernels_available():
+            fuse_model(runner.model)
+    return runner
+
+
+def graph_variants(config, backend) -> list:
+    """The attention variants a GraphRunner captures, in the order it tries them on a step."""
+    from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 09
+    from nanoserve.attention.mixed_step import MixedStep  # chapter 09
+    from nanoserve.attention.paged_decode import PagedDecode  # chapter 08
+    from nanoserve.engine.graph_runner import graph_buckets  # chapter 08
+
+    decode = graph_buckets(config.max_num_seqs)
+    mixed = [b for b in graph_buckets(config.max_num_batched_tokens, fine=False) if b >= 16]
+    shape = (config.max_model_len, config.block_size)
+    variants = [PagedDecode(backend, decode, *shape), MixedStep(backend, mixed, config.max_num_seqs, *shape)]
+    if (config.enable_prefix_caching and not config.disable_cascade_attn and backend.name in CASCADE_KERNELS
+            and decode[-1] >= CASCADE_MIN_LANES):  # vLLM's switch, and a cache that can share blocks
+        variants.insert(0, CascadeDecode(backend, decode, *shape))
+    return variants
+
+
+def build_executor(config, model_config):
+    """The Executor for a resolved EngineConfig: the TP executor, a GraphRunner over a runner, or the runner."""
     if config.tensor_parallel_size > 1:
         from nanoserve.parallel.executor import TensorParallelExecutor  # chapter 10
 
-        return TensorParallelExecutor
-    if config.device.type != "cuda":
-        return ModelRunner
-    if config.enforce_eager:
-        from nanoserve.engine.cuda_graph import FusedEagerModelRunner  # chapter 08, no graphs
+        return TensorParallelExecutor(config, model_config)
+    runner = build_runner(config, model_config)
+    if runner.device.type != "cuda" or config.enforce_eager:
+        return runner
+    from nanoserve.engine.graph_runner import GraphRunner  # chapter 08
 
-        return FusedEagerModelRunner
-    if config.async_scheduling:
-        from nanoserve.engine.async_runner import AsyncModelRunner  # chapter 09
-
-        return AsyncModelRunner
-    from nanoserve.engine.cuda_graph import CudaGraphModelRunner  # chapter 08
-
-    return CudaGraphModelRunner
+    return GraphRunner(runner, graph_variants(config, runner.backend))
 
 
 def core_class(config):
@@ -41,7 +62,7 @@ def core_class(config):
 
 def make_engine_core(config, model_config) -> EngineCore:
     """The engine core for a resolved EngineConfig, with its executor built and its KV cache allocated."""
-    return core_class(config)(config, model_config, executor_class(config)(config, model_config))
+    return core_class(config)(config, model_config, build_executor(config, model_config))
 
 # %% ../../chapters/A2_engine_assembly.ipynb #c005
 def attention_backends() -> dict:

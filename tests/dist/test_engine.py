@@ -74,19 +74,10 @@ def test_sizes_that_do_not_split_are_clear_errors(untied_ckpt):
     assert TensorParallelExecutor  # importable without CUDA
 
 
-def test_tp_graph_runner_captures_the_forward_only():
-    # only rank 0 gets logits under TP, so chapter 08's sampling graphs must not be captured on any rank
-    from types import SimpleNamespace
-
-    import torch
-
-    from nanoserve.engine.cuda_graph import CudaGraphModelRunner, FusedEagerModelRunner
-    from nanoserve.engine.model_runner import ModelRunner
-    from nanoserve.parallel.executor import ShardedGraphRunner, _runner_class
-
-    cuda = SimpleNamespace(device=torch.device("cuda"), enforce_eager=False)
-    assert _runner_class(cuda) is ShardedGraphRunner
-    assert _runner_class(SimpleNamespace(device=torch.device("cuda"), enforce_eager=True)) is FusedEagerModelRunner
-    assert _runner_class(SimpleNamespace(device=torch.device("cpu"), enforce_eager=False)) is ModelRunner
-    assert _runner_class(SimpleNamespace(device=torch.device("cpu"), enforce_eager=True)) is ModelRunner
-    assert ShardedGraphRunner.sample_in_graphs is False and issubclass(ShardedGraphRunner, CudaGraphModelRunner)
+def test_tp_ranks_read_input_ids_from_the_host(untied_ckpt):
+    """Only rank 0 samples under TP, so no rank keeps a device token table (and graphs would not sample)."""
+    engine = make_engine(untied_ckpt, 2)
+    try:
+        assert engine.executor.runner.table is None
+    finally:
+        engine.shutdown()

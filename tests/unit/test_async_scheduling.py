@@ -1,16 +1,13 @@
-"""The host one step ahead (chapter 09): placeholders in the scheduler, carried tokens, abort mid-flight."""
-import numpy as np
+"""The host one step ahead (chapter 09): pending tokens in the scheduler, the device token table, abort mid-flight."""
 import pytest
 import torch
 
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.engine.async_core import AsyncEngineCore, needs_host_tokens, without_finished
-from nanoserve.engine.async_scheduler import PLACEHOLDER, AsyncScheduler, CarriedTokens
+from nanoserve.engine.async_scheduler import AsyncScheduler
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.engine.model_runner import ModelRunner, build_step_inputs
-from nanoserve.engine.async_runner import AsyncModelRunner
-from nanoserve.engine.prefill_graph import CarryingDecodeGraphs, with_carry
+from nanoserve.engine.model_runner import ModelRunner, TokenTable, prepare_step_inputs, table_input_ids
 from nanoserve.engine.scheduler import ScheduledBatch, SchedulerConfig
 from nanoserve.engine.sequence import Sequence
 from nanoserve.kv.blocks import BlockManager
@@ -34,8 +31,9 @@ def test_advance_then_commit_equals_update():
             batch = sched.schedule()
             tokens = [s.num_tokens % 7 if x else None for s, x in zip(batch.seqs, batch.samples)]
             if split:
+                before = {s.seq_id: list(s.token_ids) for s in batch.seqs}
                 pending = sched.advance(batch)
-                assert all(s.token_ids[-1] == PLACEHOLDER for s in pending)
+                assert all(s.num_pending_tokens == 1 and s.token_ids == before[s.seq_id] for s in pending)
                 sched.commit(pending, [t for t in tokens if t is not None])
             else:
                 sched.update(batch, tokens)
@@ -43,45 +41,58 @@ def test_advance_then_commit_equals_update():
     assert runs[0] == runs[1]
 
 
-def test_a_sequence_whose_placeholder_is_its_last_token_is_not_scheduled():
+def test_a_sequence_whose_pending_token_is_its_last_is_not_scheduled():
     sched = scheduler()
     seq = Sequence(0, [1, 2, 3], max_tokens=1)
     sched.add(seq)
     sched.advance(sched.schedule())  # the prefill samples the one and only output token
     assert sched.schedule().is_empty  # nothing left to compute while that token is on its way
-    committed, finished = sched.commit([seq], [42])
-    assert committed == finished == [seq] and seq.finish_reason == "length" and seq.output_token_ids == [42]
+    assert seq.num_tokens == 4 and seq.token_ids == [1, 2, 3]  # counted, but token_ids stay true
+    assert sched.commit([seq], [42]) == [seq] and seq.finish_reason == "length" and seq.output_token_ids == [42]
 
 
-def test_commit_skips_finished_and_refuses_a_missing_placeholder():
+def test_commit_skips_finished_and_refuses_a_missing_pending_token():
     sched = scheduler()
     a, b = Sequence(0, [1, 2], max_tokens=5), Sequence(1, [3, 4], max_tokens=5)
     for s in (a, b):
         sched.add(s)
     pending = sched.advance(sched.schedule())
     sched.finish(a, "abort")  # aborted while its token was on its way
-    committed, finished = sched.commit(pending, [7, 8])
-    assert committed == [b] and not finished and b.token_ids == [3, 4, 8]
-    with pytest.raises(RuntimeError, match="placeholder"):
+    assert sched.commit(pending, [7, 8]) == [] and b.token_ids == [3, 4, 8] and b.num_pending_tokens == 0
+    with pytest.raises(RuntimeError, match="pending"):
         sched.commit([b], [9])
     with pytest.raises(ValueError, match="tokens"):
         sched.commit([b], [])
 
 
-class Capturable(TorchAttentionBackend):
-    supports_cuda_graphs = True
+def test_the_newest_token_is_read_from_the_token_table():
+    """A decode of a pending token reads its input id on the device; the staged id is only a filler."""
+    sched = scheduler()
+    seqs = [Sequence(0, [1, 2, 3], max_tokens=4), Sequence(1, [4, 5], max_tokens=4)]
+    for s in seqs:
+        sched.add(s)
+    table = TokenTable(4, "cpu")
+    first = prepare_step_inputs(sched.schedule(), None, 4, table)  # both prefills sample
+    assert first.token_rows.tolist() == [-1] * 5 and first.sample_slots.tolist() == [0, 1]
+    table.tokens.index_copy_(0, first.sample_slots, torch.tensor([70, 71]))  # what the sampler does
+    sched.advance(ScheduledBatch(seqs, [3, 2], [True, True]))
+    step = prepare_step_inputs(sched.schedule(), None, 4, table)
+    assert step.input_ids.tolist() == [0, 0] and step.token_rows.tolist() == [0, 1]
+    assert table_input_ids(step.input_ids, step.token_rows, table.tokens).tolist() == [70, 71]
 
 
-def test_graph_lanes_read_carried_tokens():
-    """The gather the decode graphs capture, run on CPU static buffers: carried lanes read last_tokens."""
-    g = CarryingDecodeGraphs(None, [], Capturable(), [1, 2, 4], max_model_len=8, block_size=4, device="cpu")
-    previous = torch.tensor([70, 71, 72])  # sampled eagerly by the step before: copied into last_tokens
-    step = build_step_inputs([[PLACEHOLDER], [5], [PLACEHOLDER]], [3, 4, 5], [[0, 1], [2, 3], [4, 5]], [True] * 3, 4)
-    bs = g.stage(with_carry(step, CarriedTokens(rows=np.array([0, 2]), src=np.array([2, 0]), tokens=previous)))
-    assert bs == 4
-    assert g._lane_input_ids(bs).tolist() == [72, 5, 70, 0]  # the padding lane keeps its staged id
-    g.stage(build_step_inputs([[9]], [0], [[0]], [True], 4))  # no carry: every lane reads its staged id
-    assert g._lane_input_ids(1).tolist() == [9]
+def test_token_table_slots_are_reclaimed_from_stopped_sequences():
+    table, sched = TokenTable(2, "cpu"), scheduler()
+    seqs = [Sequence(i, [1, 2], max_tokens=3) for i in range(3)]
+    for s in seqs[:2]:
+        sched.add(s)
+    sched.schedule()
+    assert [table.assign(s) for s in seqs[:2]] == [0, 1]
+    sched.finish(seqs[0], "abort")
+    assert table.assign(seqs[2]) == 0 and table.slot_of(seqs[0]) == -1  # the finished one gave its slot back
+    seqs[2].status = seqs[1].status  # both running: no slot left to reclaim
+    with pytest.raises(RuntimeError, match="slots"):
+        table.assign(Sequence(9, [1], max_tokens=1))
 
 
 @pytest.fixture(scope="module")
@@ -90,14 +101,10 @@ def checkpoint(tmp_path_factory):
                                 max_position_embeddings=64)
 
 
-def engine(checkpoint, overlap=True, carry=False, **kwargs):
-    """An LLMEngine; with `carry`, its async core runs an AsyncModelRunner (carried tokens gathered on the CPU)."""
-    e = LLMEngine.from_args(str(checkpoint), device="cpu", dtype="float32", skip_tokenizer_init=True,
-                            block_size=4, num_kv_blocks=32, async_scheduling=overlap, **kwargs)
-    if carry:
-        e.core.shutdown()
-        e.core = AsyncEngineCore(e.config, e.model_config, AsyncModelRunner(e.config, e.model_config))
-    return e
+def engine(checkpoint, overlap=True, **kwargs):
+    """An LLMEngine on the CPU."""
+    return LLMEngine.from_args(str(checkpoint), device="cpu", dtype="float32", skip_tokenizer_init=True,
+                               block_size=4, num_kv_blocks=32, async_scheduling=overlap, **kwargs)
 
 
 def test_async_scheduling_defaults_off_on_the_cpu(checkpoint):
@@ -105,10 +112,9 @@ def test_async_scheduling_defaults_off_on_the_cpu(checkpoint):
     assert EngineConfig(model="x").async_scheduling is None  # "decide when resolving"
 
 
-def test_cpu_async_core_runs_the_plain_runner_and_finishes_first(checkpoint):
+def test_cpu_async_core_runs_the_plain_runner(checkpoint):
     e = engine(checkpoint)
-    assert type(e.core) is AsyncEngineCore and type(e.executor) is ModelRunner and not e.core.carries
-    assert engine(checkpoint, carry=True).core.carries
+    assert type(e.core) is AsyncEngineCore and type(e.executor) is ModelRunner
 
 
 def drain(e, outs, calls=None):
@@ -127,14 +133,13 @@ PARAMS = [SamplingParams(temperature=0, max_tokens=6), SamplingParams(temperatur
 PROMPTS = [[1, 2, 3, 4, 5], [6, 7, 8], [9, 10, 11, 12, 13, 14, 15], [16, 17]]
 
 
-@pytest.mark.parametrize("carry", [False, True], ids=["finish-first", "carry"])
-def test_one_step_ahead_gives_the_synchronous_tokens(checkpoint, carry):
+def test_one_step_ahead_gives_the_synchronous_tokens(checkpoint):
     want = {}
     sync = engine(checkpoint, overlap=False, max_num_batched_tokens=8)
     for i, (p, sp) in enumerate(zip(PROMPTS, PARAMS)):
         sync.add_request(str(i), p, sp)
     drain(sync, want)
-    e = engine(checkpoint, carry=carry, max_num_batched_tokens=8)
+    e = engine(checkpoint, max_num_batched_tokens=8)
     for i, (p, sp) in enumerate(zip(PROMPTS, PARAMS)):
         e.add_request(str(i), p, sp)
     assert drain(e, {}) == want
@@ -142,13 +147,12 @@ def test_one_step_ahead_gives_the_synchronous_tokens(checkpoint, carry):
     assert e.stats.eager_steps == e.executor.num_eager_steps > 0  # on a CPU nothing is replayed
 
 
-@pytest.mark.parametrize("carry", [False, True], ids=["finish-first", "carry"])
-def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint, carry):
+def test_abort_while_a_step_is_in_flight_leaves_the_engine_usable(checkpoint):
     params = SamplingParams(temperature=0, max_tokens=6)
     sync = engine(checkpoint, overlap=False)
     sync.add_request("kept", [6, 7, 8], params)
     want = drain(sync, {})["kept"]
-    e = engine(checkpoint, carry=carry)
+    e = engine(checkpoint)
     e.add_request("gone", [1, 2, 3, 4, 5], params)
     e.add_request("kept", [6, 7, 8], params)
     assert e.step() == []  # the first step is still "on the GPU"
@@ -168,20 +172,10 @@ def test_a_batch_loses_sequences_that_stopped_before_it_launched():
     b = Sequence(1, [3, 4], max_tokens=5, params=SamplingParams())
     for s in (a, b):
         sched.add(s)
-    sched.advance(sched.schedule())  # both prefilled, placeholders pending
+    sched.advance(sched.schedule())  # both prefilled, their tokens pending
     batch = sched.schedule()
     assert needs_host_tokens(batch)  # a's penalty counts its last token, which is still on its way
     sched.finish(b, "stop")  # found when the tokens came back
     kept = without_finished(batch)
     assert kept.seqs == [a] and kept.num_new_tokens == [1] and kept.samples == [True]
     assert not needs_host_tokens(ScheduledBatch([b], [1], [True]))
-
-
-def test_carry_refuses_a_placeholder_inside_a_chunk(checkpoint):
-    e = engine(checkpoint, carry=True)
-    core = e.core
-    seq = Sequence(0, [1, 2, 3], max_tokens=4)
-    core.in_flight = type("Flight", (), {"batch": ScheduledBatch([seq], [3], [True]), "tokens": torch.tensor([5])})()
-    with pytest.raises(RuntimeError, match="placeholder"):
-        core._carry(ScheduledBatch([seq], [2], [True]))
-    core.in_flight = None

@@ -1,12 +1,13 @@
-"""Cascade attention (chapter 09, section 9): shared-prefix detection, staging, and the merge equal plain attention."""
+"""Cascade attention (chapter 09): shared-prefix detection, its plan and staging, and the merge equal plain attention."""
 import numpy as np
 import pytest
 import torch
 
 from nanoserve.attention.batch import AttentionBatch, allocate_kv_cache
 from nanoserve.attention.torch_ref import TorchAttentionBackend
-from nanoserve.engine.cascade import (CascadeAttention, CascadeBatch, CascadeDecodeGraphs, common_prefix_blocks,
-                                      merge_attention, shared_prefix)
+from nanoserve.attention.cascade import (CascadeBatch, CascadeDecode, attend_with_lse, common_prefix_blocks,
+                                         merge_attention, shared_prefix)
+from nanoserve.engine.graph_runner import StaticInputs
 from nanoserve.engine.model_runner import build_step_inputs
 
 
@@ -29,8 +30,6 @@ def test_shared_prefix_takes_the_largest_group():
 def test_merge_of_two_halves_is_attention_over_the_union():
     g = torch.Generator().manual_seed(0)
     q, k, v = torch.randn(5, 4, 8, generator=g), torch.randn(30, 2, 8, generator=g), torch.randn(30, 2, 8, generator=g)
-    from nanoserve.engine.cascade import attend_with_lse
-
     whole, whole_lse = attend_with_lse(q, k, v)
     merged = merge_attention(*attend_with_lse(q, k[:11], v[:11]), *attend_with_lse(q, k[11:], v[11:]))
     torch.testing.assert_close(merged, whole)
@@ -61,7 +60,7 @@ def test_cascade_attention_equals_plain_decode_attention(shared):
     plain = backend.forward(q, k, v, 1, plain_batch)
     blocks, members = shared_prefix(tables.numpy(), context.numpy(), block)
     assert blocks == shared and members.tolist() == [True] * 5 + [False]
-    attention = CascadeAttention(backend)
+    attention = CascadeDecode(backend, [16], max_model_len=64, block_size=block)
     prefix = AttentionBatch(None, torch.tensor([0, lanes]), torch.tensor([0, shared * block]), lanes, 64, None,
                             tables[:1, :shared], caches, backend)
     skip = torch.tensor([shared] * 5 + [0])
@@ -74,74 +73,54 @@ def test_cascade_attention_equals_plain_decode_attention(shared):
     torch.testing.assert_close(merged, plain)
 
 
-def test_cascade_staging_on_cpu():
-    """The staged prefix and suffixes of a decode step; below the threshold the plain graph is chosen."""
-    class Capturable(TorchAttentionBackend):
-        supports_cuda_graphs = True
+def staged(cascade, step):
+    """(plan, staged views) of a decode step, or (None, None) when the cascade does not take it."""
+    plan = cascade.plan(step)
+    if plan is None:
+        return None, None
+    own = StaticInputs(cascade.fields(), "cpu")
+    cascade.stage(own.host(), step, plan)
+    own.send()
+    return plan, own
 
-    staging = CascadeDecodeGraphs(None, [], Capturable(), [16, 32], max_model_len=128, block_size=16, device="cpu")
+
+def test_cascade_plan_and_staging_on_cpu():
+    """The staged prefix and suffixes of a decode step; below the threshold the plain decode is chosen."""
+    cascade = CascadeDecode(TorchAttentionBackend(), [8, 16, 32], max_model_len=128, block_size=16)
+    assert cascade.buckets == [16, 32]
     tables = [[0, 1, 2, 10 + i, 40 + i] for i in range(20)]
     step = build_step_inputs([[7]] * 20, [60 + i for i in range(20)], tables, [True] * 20, block_size=16)
-    staging.stage(step)
-    assert staging.shared_blocks == 0  # 19 x 48 saved reads are far below the default threshold
-    staging.min_shared_reads = 900
-    staging.stage(step)
-    assert staging.shared_blocks == 3
-    assert staging.prefix_table[0, :4].tolist() == [0, 1, 2, 0] and staging.prefix_cu_k.tolist() == [0, 48]
-    assert staging.suffix_tables[0, :3].tolist() == [10, 40, 0] and staging.suffix_lens[:2].tolist() == [13, 14]
-    assert staging.suffix_lens[20:].tolist() == [1] * 12  # padding lanes: one token of block 0
-    assert staging.members.tolist() == [1] * 20 + [0] * 12
+    assert cascade.plan(step) is None  # 19 x 48 saved reads are far below the default threshold
+    cascade.min_shared_reads = 900
+    plan, x = staged(cascade, step)
+    assert plan.bucket == 32 and plan.state[0] == 3
+    assert x["prefix_table"][0, :4].tolist() == [0, 1, 2, 0] and x["prefix_cu_k"].tolist() == [0, 48]
+    assert x["suffix_tables"][0, :3].tolist() == [10, 40, 0] and x["suffix_lens"][:2].tolist() == [13, 14]
+    assert x["suffix_lens"][20:].tolist() == [1] * 12  # padding lanes: one token of block 0
+    assert x["members"].tolist() == [1] * 20 + [0] * 12
     tables[3] = [50, 51, 52, 13, 43]  # a private copy of the prefix: the others still share it
-    staging.min_shared_reads = 800  # 18 members x 48 tokens
-    staging.stage(build_step_inputs([[7]] * 20, [60 + i for i in range(20)], tables, [True] * 20, block_size=16))
-    assert staging.shared_blocks == 3 and staging.members[:5].tolist() == [1, 1, 1, 0, 1]
-    assert staging.suffix_tables[3, :5].tolist() == [50, 51, 52, 13, 43] and staging.suffix_lens[3].item() == 64
+    cascade.min_shared_reads = 800  # 18 members x 48 tokens
+    plan, x = staged(cascade, build_step_inputs([[7]] * 20, [60 + i for i in range(20)], tables, [True] * 20,
+                                                block_size=16))
+    assert plan.state[0] == 3 and x["members"][:5].tolist() == [1, 1, 1, 0, 1]
+    assert x["suffix_tables"][3, :5].tolist() == [50, 51, 52, 13, 43] and x["suffix_lens"][3].item() == 64
     few = build_step_inputs([[7]] * 8, [60] * 8, tables[:8], [True] * 8, block_size=16)
-    staging.stage(few)
-    assert staging.shared_blocks == 0  # fewer lanes than CASCADE_MIN_LANES
+    assert cascade.plan(few) is None  # fewer lanes than CASCADE_MIN_LANES
 
 
-def test_disable_cascade_attn_keeps_the_plain_carrying_graphs():
-    """vLLM's switch: the runner captures CarryingDecodeGraphs instead of CascadeDecodeGraphs."""
-    from nanoserve.engine.async_runner import AsyncModelRunner
+def test_disable_cascade_attn_leaves_the_cascade_out():
+    """vLLM's switch (and a cache without prefix caching): the GraphRunner gets no cascade variant."""
     from nanoserve.engine.config import EngineConfig
-    from nanoserve.engine.prefill_graph import CarryingDecodeGraphs
+    from nanoserve.engine.selector import graph_variants
     from nanoserve.model.loader import load_config
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     path = make_tiny_checkpoint(__import__("tempfile").mkdtemp() + "/tiny")
     model_config = load_config(path)
-    for off, cls in ((False, CascadeDecodeGraphs), (True, CarryingDecodeGraphs)):
-        config = EngineConfig(str(path), device="cpu", disable_cascade_attn=off).resolve(model_config)
-        assert AsyncModelRunner(config, model_config).decode_graphs_class is cls
+    for kwargs, names in ((dict(), ["cascade", "decode", "mixed"]), (dict(disable_cascade_attn=True), ["decode", "mixed"]),
+                          (dict(enable_prefix_caching=False), ["decode", "mixed"]),
+                          (dict(max_num_seqs=8), ["decode", "mixed"])):
+        config = EngineConfig(str(path), device="cpu", **kwargs).resolve(model_config)
+        assert [v.name for v in graph_variants(config, TorchAttentionBackend())] == names
     with pytest.raises(TypeError, match="disable_cascade_attn"):
         EngineConfig(str(path), disable_cascade_attn="yes")
-
-
-def test_replay_picks_the_cascade_graph_only_for_a_step_that_shares():
-    """The plain and cascade forward graphs (stand-ins that log their replays) are chosen by the step just staged."""
-    class Capturable(TorchAttentionBackend):
-        supports_cuda_graphs = True
-
-    class Logged:
-        def __init__(self, name, log):
-            self.name, self.log = name, log
-
-        def replay(self):
-            self.log.append(self.name)
-
-    staging = CascadeDecodeGraphs(None, [], Capturable(), [16, 32], max_model_len=128, block_size=16, device="cpu")
-    staging.min_shared_reads, log = 900, []
-    for kind in ("graphs", "cascade_graphs", "greedy_graphs", "sample_graphs"):
-        setattr(staging, kind, {b: Logged(f"{kind}{b}", log) for b in (16, 32)})
-    staging.hidden, staging.samples = {b: torch.zeros(b, 4) for b in (16, 32)}, True
-    tables = [[0, 1, 2, 10 + i, 40 + i] for i in range(20)]
-    sharing = build_step_inputs([[7]] * 20, [60 + i for i in range(20)], tables, [True] * 20, block_size=16)
-    few = build_step_inputs([[7]] * 8, [60] * 8, tables[:8], [True] * 8, block_size=16)
-    assert staging.replay(sharing).shape == (20, 4) and log == ["cascade_graphs32"]
-    staging.replay(few)
-    staging.replay_sampled(sharing, [0.0] * 20)
-    staging.replay_sampled(few, [0.7] * 8)
-    assert log == ["cascade_graphs32", "graphs16", "cascade_graphs32", "greedy_graphs32", "graphs16",
-                   "sample_graphs16"]
-    assert staging.num_cascade_steps == 2

@@ -4,40 +4,40 @@ from types import SimpleNamespace
 import pytest
 import torch
 
+import nanoserve.parallel.executor as tp  # imported before any patch: it binds build_runner
+from nanoserve.engine import selector
 from nanoserve.engine.async_core import AsyncEngineCore
+from nanoserve.engine.async_scheduler import AsyncScheduler
 from nanoserve.engine.core import EngineCore
-from nanoserve.engine.cuda_graph import CudaGraphModelRunner, FusedEagerModelRunner
-from nanoserve.engine.model_runner import ModelRunner
-from nanoserve.engine.async_runner import AsyncModelRunner
-from nanoserve.engine.selector import core_class, executor_class
-from nanoserve.parallel.executor import TensorParallelExecutor
+from nanoserve.engine.graph_runner import GraphRunner
+from nanoserve.engine.scheduler import Scheduler
 
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
-BASE = SimpleNamespace(tensor_parallel_size=1, device=CPU, enforce_eager=False, async_scheduling=False)
 
 
-@pytest.mark.parametrize("change, executor, core", [
-    (dict(tensor_parallel_size=2), TensorParallelExecutor, EngineCore),
-    (dict(device=CUDA, async_scheduling=True), AsyncModelRunner, AsyncEngineCore),
-    (dict(device=CUDA), CudaGraphModelRunner, EngineCore),
-    (dict(device=CUDA, enforce_eager=True, async_scheduling=True), FusedEagerModelRunner, AsyncEngineCore),
-    (dict(device=CUDA, enforce_eager=True), FusedEagerModelRunner, EngineCore),
-    (dict(), ModelRunner, EngineCore),
-    (dict(enforce_eager=True), ModelRunner, EngineCore),
+@pytest.mark.parametrize("change, executor", [
+    (dict(tensor_parallel_size=2), "tp"),
+    (dict(device=CUDA), "graphs"),
+    (dict(device=CUDA, enforce_eager=True), "runner"),
+    (dict(), "runner"),
+    (dict(enforce_eager=True), "runner"),
 ])
-def test_selector_table(change, executor, core):
-    config = SimpleNamespace(**{**vars(BASE), **change})
-    assert executor_class(config) is executor
-    assert core_class(config) is core
+def test_executor_table(monkeypatch, change, executor):
+    """The runner alone, a GraphRunner over it, or the TP executor (stand-ins: nothing is loaded)."""
+    config = SimpleNamespace(**{**dict(tensor_parallel_size=1, device=CPU, enforce_eager=False), **change})
+    monkeypatch.setattr(selector, "build_runner", lambda c, m: SimpleNamespace(device=c.device, backend=None,
+                                                                               model=None))
+    monkeypatch.setattr(selector, "graph_variants", lambda c, b: [])
+    monkeypatch.setattr(tp, "TensorParallelExecutor", lambda c, m: "tp")
+    got = selector.build_executor(config, None)
+    kind = "tp" if got == "tp" else "graphs" if isinstance(got, GraphRunner) else "runner"
+    assert kind == executor
 
 
-def test_fused_eager_runner_never_captures():
-    assert issubclass(FusedEagerModelRunner, CudaGraphModelRunner)
-    assert FusedEagerModelRunner.init_kv_cache is not CudaGraphModelRunner.init_kv_cache
+@pytest.mark.parametrize("overlap, core", [(True, AsyncEngineCore), (False, EngineCore)])
+def test_core_table(overlap, core):
+    assert selector.core_class(SimpleNamespace(async_scheduling=overlap)) is core
 
 
 def test_async_core_schedules_with_its_scheduler_class():
-    from nanoserve.engine.async_scheduler import AsyncScheduler
-    from nanoserve.engine.scheduler import Scheduler
-
     assert EngineCore.scheduler_class is Scheduler and AsyncEngineCore.scheduler_class is AsyncScheduler

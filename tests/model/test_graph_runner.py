@@ -1,12 +1,11 @@
-"""Greedy output through chapter 09's mixed-step layout (its graphs' function, uncaptured on a CPU) equals
-transformers', with chunked prefill, prefix-cache hits, preemption and tokens carried one step ahead."""
+"""Greedy output through the GraphRunner (its graphs' functions, uncaptured on a CPU: decode, mixed-step and cascade
+variants) equals transformers', with chunked prefill, prefix-cache hits, preemption and the host one step ahead."""
 import pytest
 import torch
 from hf_reference import hf_greedy, hf_model
 
 from nanoserve.engine import selector
-from nanoserve.engine.async_runner import AsyncModelRunner
-from nanoserve.engine.prefill_graph import MixedStepGraphs, mixed_token_buckets
+from nanoserve.engine.graph_runner import GraphRunner
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
@@ -15,21 +14,14 @@ PIECE_PROMPTS = [1, 3, 140, 13, 300, 2]  # 140 and 300 tokens: more than one 128
 MAX_TOKENS = [9, 5, 6, 3, 7, 8]
 
 
-class LayoutRunner(AsyncModelRunner):
-    """Chapter 09's runner on a CPU, with mixed-step graphs built but not captured: `replay` runs their function."""
-
-    def init_kv_cache(self, num_blocks: int) -> None:
-        super().init_kv_cache(num_blocks)
-        self.mixed_graphs = MixedStepGraphs(
-            self.model, self.kv_caches, self.backend, self.config.max_model_len, self.block_size,
-            torch.zeros(self.config.max_num_seqs, dtype=torch.int64), max_seqs=self.config.max_num_seqs,
-            buckets=mixed_token_buckets(self.config.max_num_batched_tokens), device=self.device)
-        self.replayed = 0
-
-    def forward(self, step):
-        if self.mixed_graphs.bucket_for(step) is not None:
-            self.replayed += 1
-        return super().forward(step)
+def graph_executor(config, model_config):
+    """A GraphRunner on the CPU: every variant built, its functions run uncaptured where a graph would replay."""
+    runner = selector.build_runner(config, model_config)
+    variants = selector.graph_variants(config, runner.backend)
+    for v in variants:
+        if v.name == "cascade":
+            v.min_shared_reads = 8  # tiny prompts: let small shared prefixes take the cascade too
+    return GraphRunner(runner, variants)
 
 
 @pytest.fixture(scope="module")
@@ -48,7 +40,7 @@ def want(checkpoint):
 
 @pytest.fixture(autouse=True)
 def layout_runner(monkeypatch):
-    monkeypatch.setattr(selector, "executor_class", lambda config: LayoutRunner)
+    monkeypatch.setattr(selector, "build_executor", graph_executor)
 
 
 def generate(llm, prompts):
@@ -72,8 +64,9 @@ def test_greedy_through_the_layout_equals_transformers(checkpoint, want, overlap
     scheduler.schedule = lambda: (lambda batch: preempted.extend(batch.preempted) or batch)(schedule())
     assert generate(llm, prompts) == expected
     assert bool(preempted) == (engine_args.get("num_kv_blocks") == 100)
-    runner = llm.engine.executor
-    assert runner.replayed > 0 and llm.engine.block_manager.num_free_blocks == llm.engine.num_kv_blocks
+    replays = llm.engine.executor.replays
+    assert replays["mixed"] > 0 and replays["decode"] > 0 and llm.engine.executor.num_eager_steps == 0
+    assert llm.engine.block_manager.num_free_blocks == llm.engine.num_kv_blocks
 
 
 def test_prefix_hits_through_the_layout(checkpoint, want):
@@ -84,6 +77,22 @@ def test_prefix_hits_through_the_layout(checkpoint, want):
     assert generate(llm, prompts) == expected
     assert generate(llm, prompts) == expected
     assert llm.engine.block_manager.hit_tokens > 400
+
+
+def test_shared_prefix_decodes_take_the_cascade(checkpoint):
+    """Sixteen sequences behind one cached prefix: their decode steps replay the cascade variant, same tokens."""
+    g = torch.Generator().manual_seed(9)
+    prefix = torch.randint(0, 512, (24,), generator=g).tolist()
+    prompts = [prefix + torch.randint(0, 512, (3,), generator=g).tolist() for _ in range(16)]
+    model = hf_model(checkpoint)
+    expected = [hf_greedy(model, p, 4) for p in prompts]
+    llm = LLM(str(checkpoint), skip_tokenizer_init=True, device="cpu", block_size=4, max_model_len=512,
+              num_kv_blocks=512, max_num_seqs=16, enable_prefix_caching=True)
+    llm.generate([{"prompt_token_ids": prompts[0]}], SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)
+    outs = llm.generate([{"prompt_token_ids": p} for p in prompts], SamplingParams(temperature=0, max_tokens=4),
+                        use_tqdm=False)
+    assert [o.outputs[0].token_ids for o in outs] == expected
+    assert llm.engine.executor.replays["cascade"] > 0
 
 
 def test_logprobs_and_prompt_logprobs_through_the_layout(checkpoint, monkeypatch):
@@ -99,8 +108,8 @@ def test_logprobs_and_prompt_logprobs_through_the_layout(checkpoint, monkeypatch
                   num_kv_blocks=64, enable_prefix_caching=False)
         runs[layout] = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)
         if layout:
-            assert llm.engine.executor.replayed > 0
-        monkeypatch.setattr(selector, "executor_class", lambda config: LayoutRunner)
+            assert llm.engine.executor.replays["mixed"] > 0
+        monkeypatch.setattr(selector, "build_executor", graph_executor)
     for plain, through in zip(runs[False], runs[True]):
         assert plain.outputs[0].token_ids == through.outputs[0].token_ids
         for a, b in zip(plain.prompt_logprobs[1:], through.prompt_logprobs[1:]):
