@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['check_vllm_option_names', 'LLMBase', 'LLM', 'check_conversations']
 
-# %% ../chapters/06_engine.ipynb #c117
+# %% ../chapters/06_engine.ipynb #c119
 """The user-facing API: LLM(model).generate(prompts, params), chat() and stream() (chapter 06)."""
 import time
 
@@ -27,7 +27,7 @@ def check_vllm_option_names(vllm_options: dict) -> None:
         raise TypeError(f"LLM() got unexpected keyword arguments {unknown}; nanoserve also takes "
                         f"{sorted(_VLLM_OPTIONS)}")
 
-# %% ../chapters/06_engine.ipynb #c119
+# %% ../chapters/06_engine.ipynb #c121
 class LLMBase:
     """An engine and the router its outputs go through, with their lifetime: build, inspect, shut down."""
 
@@ -96,7 +96,7 @@ class LLMBase:
         if self._closed:
             raise RuntimeError("this LLM was shut down")
 
-# %% ../chapters/06_engine.ipynb #c121
+# %% ../chapters/06_engine.ipynb #c123
 class LLM(LLMBase):
     """Offline inference in vLLM's shape: build once, then generate, chat or stream."""
 
@@ -149,7 +149,7 @@ class LLM(LLMBase):
         request = self.engine.process_request(prompt, params, stream_text=True)
         return _stream_deltas(self._router, request)
 
-# %% ../chapters/06_engine.ipynb #c123
+# %% ../chapters/06_engine.ipynb #c125
 def _as_prompt_list(prompts) -> list:
     """One prompt (str or dict) or a list of them -> a list."""
     if isinstance(prompts, (str, dict)):
@@ -198,7 +198,7 @@ def _collect(router, stats, queue, results: dict, count: int, use_tqdm: bool) ->
                                     f"decode {(stats.decode_tokens - start_decode) / elapsed:.0f} tok/s",
                                     refresh=False)
 
-# %% ../chapters/06_engine.ipynb #c125
+# %% ../chapters/06_engine.ipynb #c127
 def _chat_template_kwargs(chat_template, add_generation_prompt, continue_final_message, tools, extra,
                           enable_thinking) -> dict:
     """apply_chat_template's keyword arguments from chat()'s, checked (errors name the argument)."""
@@ -248,7 +248,7 @@ def _unwrap(item) -> RequestOutput:
                            "(LLM.shutdown() or engine.abort_request)")
     return item
 
-# %% ../chapters/06_engine.ipynb #c127
+# %% ../chapters/06_engine.ipynb #c129
 def check_conversations(messages) -> list:
     """One conversation or a list of them -> a list of conversations whose contents are strings."""
     if not isinstance(messages, (list, tuple)) or not messages:

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['EngineStats', 'EngineCoreOutput', 'count_decode_tokens', 'tokens_per_sequence', 'SamplingState', 'EngineCore']
 
-# %% ../../chapters/06_engine.ipynb #c081
+# %% ../../chapters/06_engine.ipynb #c083
 """The engine core: schedule -> execute -> update, one step at a time (chapter 06)."""
 import time
 from dataclasses import dataclass, field
@@ -64,7 +64,7 @@ def tokens_per_sequence(batch: ScheduledBatch, tokens: list) -> list:
     it = iter(tokens)
     return [next(it) if samples else None for samples in batch.samples]
 
-# %% ../../chapters/06_engine.ipynb #c083
+# %% ../../chapters/06_engine.ipynb #c085
 class SamplingState:
     """Per-sequence sampling state kept across steps; builds each step's SamplingBatch."""
 
@@ -127,7 +127,7 @@ class SamplingState:
             offset += n
         return owners
 
-# %% ../../chapters/06_engine.ipynb #c085
+# %% ../../chapters/06_engine.ipynb #c087
 class EngineCore:
     """Scheduler + executor: schedule -> execute -> update, one step at a time."""
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['IncrementalDetokenizer']
 
-# %% ../../chapters/06_engine.ipynb #c076
+# %% ../../chapters/06_engine.ipynb #c078
 """Token ids -> text, a few tokens at a time, finding stop strings as they appear (chapter 06)."""
 
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
-# %% ../../chapters/06_engine.ipynb #c101
+# %% ../../chapters/06_engine.ipynb #c103
 """LLMEngine: input processor -> engine core -> output processor, behind vLLM's engine API (chapter 06)."""
 from .config import EngineConfig, check_kv_cache_fits
 from .input_processor import InputProcessor, Request, load_engine_tokenizer
@@ -29,7 +29,7 @@ def request_id_list(request_id) -> list:
         return list(request_id)
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
-# %% ../../chapters/06_engine.ipynb #c103
+# %% ../../chapters/06_engine.ipynb #c105
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 

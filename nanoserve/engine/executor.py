@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['Executor']
 
-# %% ../../chapters/06_engine.ipynb #c078
+# %% ../../chapters/06_engine.ipynb #c080
 """What the engine core needs from whatever runs the model: the Executor protocol (chapter 06)."""
 from typing import Protocol, runtime_checkable
 

@@ -4,7 +4,7 @@
 __all__ = ['GENERATION_DEFAULTS', 'Request', 'eos_token_ids', 'generation_defaults', 'load_engine_tokenizer', 'prompt_token_ids',
            'check_prompt_ids', 'bad_words_token_ids', 'InputProcessor']
 
-# %% ../../chapters/06_engine.ipynb #c087
+# %% ../../chapters/06_engine.ipynb #c089
 """Requests in at the door: checks, tokenization, Request and Sequence creation (chapter 06)."""
 import itertools
 import json
@@ -81,7 +81,7 @@ def load_engine_tokenizer(config, model_path):
         raise type(e)(f"tokenizer={config.tokenizer!r} could not be found: {e}") from None
     return load_tokenizer(path)
 
-# %% ../../chapters/06_engine.ipynb #c089
+# %% ../../chapters/06_engine.ipynb #c091
 def prompt_token_ids(prompt, tokenizer, vocab_size: int) -> tuple:
     """(text or None, token ids) of a str, a list of ids, or a {"prompt"/"prompt_token_ids"} dict."""
     text, ids = None, None
@@ -132,7 +132,7 @@ def bad_words_token_ids(tokenizer, words: list) -> list:
             out.append(spaced)
     return out
 
-# %% ../../chapters/06_engine.ipynb #c091
+# %% ../../chapters/06_engine.ipynb #c093
 class InputProcessor:
     """Checks requests at the door and turns them into `Request`s with their sequences."""
 

@@ -4,7 +4,7 @@
 __all__ = ['CompletionState', 'RequestState', 'logprob_entries', 'request_output', 'completion_output', 'new_request_state',
            'detokenize_new_tokens', 'attach_logprobs', 'OutputProcessor']
 
-# %% ../../chapters/06_engine.ipynb #c093
+# %% ../../chapters/06_engine.ipynb #c095
 """Tokens out: request states, text and stop strings, logprobs, timestamps, RequestOutputs (chapter 06)."""
 import time
 from dataclasses import dataclass, field
@@ -57,7 +57,7 @@ def logprob_entries(lp, wanted: list, tokenizer) -> tuple:
         entries.append(entry)
     return entries, chosen_all
 
-# %% ../../chapters/06_engine.ipynb #c095
+# %% ../../chapters/06_engine.ipynb #c097
 def request_output(state: RequestState, finished: bool, tokenizer) -> RequestOutput:
     """The request's output: new tokens and text per completion (DELTA) or everything (FINAL_ONLY)."""
     delta = state.output_kind is RequestOutputKind.DELTA
@@ -91,7 +91,7 @@ def completion_output(c: CompletionState, delta: bool, tokenizer) -> CompletionO
                             logprobs=None if c.logprobs is None else c.logprobs[sent:],
                             cumulative_logprob=None if c.logprobs is None else c.cumulative_logprob)
 
-# %% ../../chapters/06_engine.ipynb #c097
+# %% ../../chapters/06_engine.ipynb #c099
 def new_request_state(request, tokenizer) -> RequestState:
     """The state of a request that has just arrived: one CompletionState per sequence."""
     metrics = RequestMetrics(arrival_time=request.arrival_time)
@@ -133,7 +133,7 @@ def attach_logprobs(out, by_seq: dict, tokenizer) -> None:
             if found is not None:
                 found[0].prompt_logprobs.append(entry)
 
-# %% ../../chapters/06_engine.ipynb #c099
+# %% ../../chapters/06_engine.ipynb #c101
 class OutputProcessor:
     """Turns the engine core's per-step tokens into RequestOutputs, one request state at a time."""
 

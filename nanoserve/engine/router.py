@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['Aborted', 'OutputRouter']
 
-# %% ../../chapters/06_engine.ipynb #c112
+# %% ../../chapters/06_engine.ipynb #c114
 """One engine, many consumers: each request's outputs reach its own mailbox, whoever stepped (chapter 06)."""
 import contextlib
 import threading
@@ -26,7 +26,7 @@ class _Mailbox:
     wants_deltas: bool  # a stream: every step's delta; else one final RequestOutput
     merged: object = None  # a generate request's output so far
 
-# %% ../../chapters/06_engine.ipynb #c114
+# %% ../../chapters/06_engine.ipynb #c116
 class _LockedEngine:
     """The engine behind one lock: a turn counter for waiters, and aborts that wait for the lock."""
 
@@ -82,7 +82,7 @@ class _LockedEngine:
         if box is not None:
             box.queue.append(Aborted(request_id))
 
-# %% ../../chapters/06_engine.ipynb #c116
+# %% ../../chapters/06_engine.ipynb #c118
 class OutputRouter(_LockedEngine):
     """Steps one engine on behalf of every consumer and routes each output to its request's mailbox."""
 

@@ -4,7 +4,7 @@
 __all__ = ['RMS_TILE', 'fused_kernels_available', 'triton_interpreter', 'rms_norm', 'rotary', 'silu_and_mul', 'FusedRMSNorm',
            'FusedRotaryEmbedding', 'FusedSiluAndMul', 'fuse_model']
 
-# %% ../../chapters/08_cuda_graphs.ipynb #c050
+# %% ../../chapters/08_cuda_graphs.ipynb #c045
 """Fused Triton kernels for the Qwen3 forward (residual-add + RMSNorm, rotary, SiLU-and-mul) and the module swap."""
 import contextlib
 import functools
@@ -53,7 +53,7 @@ def triton_interpreter():
 def _next_pow2(n: int) -> int:
     return 1 << (n - 1).bit_length()
 
-# %% ../../chapters/08_cuda_graphs.ipynb #c051
+# %% ../../chapters/08_cuda_graphs.ipynb #c046
 @functools.cache
 def _rms_norm_kernel():
     """Compile-on-first-use Triton kernel: optional residual add, then RMSNorm of a tile of ROWS rows per program."""
@@ -112,7 +112,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
             N=n, BLOCK=block, ROWS=tile_rows, HAS_RESIDUAL=residual is not None)
     return out if residual is None else (out, new_residual)
 
-# %% ../../chapters/08_cuda_graphs.ipynb #c053
+# %% ../../chapters/08_cuda_graphs.ipynb #c048
 @functools.cache
 def _rotary_kernel():
     """Compile-on-first-use Triton kernel: neox rotary for all q and k heads of one token per program."""
@@ -165,7 +165,7 @@ def rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos: torch
             q.shape[1], k.shape[1], HALF=half, BLOCK_H=_next_pow2(q.shape[1] + k.shape[1]), BLOCK_D=_next_pow2(half))
     return q_out, k_out
 
-# %% ../../chapters/08_cuda_graphs.ipynb #c054
+# %% ../../chapters/08_cuda_graphs.ipynb #c049
 @functools.cache
 def _silu_mul_kernel():
     """Compile-on-first-use Triton kernel: silu(gate) * up for one block of one row per program."""
@@ -198,7 +198,7 @@ def silu_and_mul(x: torch.Tensor, block: int = 1024) -> torch.Tensor:
         _silu_mul_kernel()[(rows.shape[0], -(-n // block))](rows, out, rows.stride(0), n, BLOCK=block)
     return out
 
-# %% ../../chapters/08_cuda_graphs.ipynb #c058
+# %% ../../chapters/08_cuda_graphs.ipynb #c053
 class FusedRMSNorm(RMSNorm):
     """RMSNorm whose CUDA forward is one Triton launch (residual add included); CPU inputs use the torch code."""
 

@@ -1,7 +1,8 @@
 """Checkers for chapter 08's exercises (CUDA graphs, fused kernels)."""
 import torch
 
-from nanoserve.engine.cuda_graph import bucket_for, decode_buckets, graph_sample
+from nanoserve.attention.paged_decode import pick_bucket as bucket_for
+from nanoserve.engine.graph_runner import graph_buckets, graph_sample
 
 __all__ = ["CHECKS"]
 
@@ -12,14 +13,14 @@ def _worst_padding(buckets) -> float:
 
 def check_worst_padding(worst_padding) -> str:
     """08.1: the worst share of padding lanes over every batch size a bucket grid serves."""
-    grids = [decode_buckets(256), [1 << i for i in range(9)], [4, 8], [1], decode_buckets(20)]
+    grids = [graph_buckets(256), [1 << i for i in range(9)], [4, 8], [1], graph_buckets(20)]
     for buckets in grids:
         want, got = _worst_padding(buckets), worst_padding(list(buckets))
         if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
             raise AssertionError(f"worst_padding({buckets}) = {got!r}, expected {want:.4f}: try every batch size n "
                                  "from 1 to the largest bucket, pad it to bucket_for(n, buckets), and take the "
                                  "largest (bucket - n) / bucket")
-    ours, pow2 = _worst_padding(decode_buckets(256)), _worst_padding([1 << i for i in range(9)])
+    ours, pow2 = _worst_padding(graph_buckets(256)), _worst_padding([1 << i for i in range(9)])
     return f"the engine's grid wastes at most {ours:.0%} of a step, powers of two up to {pow2:.0%}"
 
 

@@ -51,7 +51,7 @@ def check_merge(merge) -> str:
     """09.6: two partial attentions and their log-sum-exps merge into attention over all the keys."""
     import torch
 
-    from ...engine.cascade import attend_with_lse
+    from ...attention.cascade import attend_with_lse
 
     g = torch.Generator().manual_seed(6)
     for split in (1, 7, 19):

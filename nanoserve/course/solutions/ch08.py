@@ -1,7 +1,7 @@
 """Solutions to chapter 08's exercises (CUDA graphs, fused kernels)."""
 import torch
 
-from nanoserve.engine.cuda_graph import bucket_for
+from nanoserve.attention.paged_decode import pick_bucket as bucket_for
 
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
