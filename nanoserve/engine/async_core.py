@@ -3,16 +3,15 @@
 # %% auto #0
 __all__ = ['InFlightStep', 'needs_host_tokens', 'without_finished', 'AsyncEngineCore']
 
-# %% ../../chapters/09_async_scheduling.ipynb #c016
+# %% ../../chapters/09_async_scheduling.ipynb #c014
+"""The engine core with the host one step ahead of the device (chapter 09)."""
 import time
 from dataclasses import dataclass
 
-import numpy as np
 import torch
 
-from .async_scheduler import PLACEHOLDER, AsyncScheduler, CarriedTokens
+from .async_scheduler import AsyncScheduler
 from .core import EngineCore, EngineCoreOutput, count_decode_tokens
-from .async_runner import AsyncModelRunner
 from .scheduler import ScheduledBatch
 from ..sampler import host_copy
 
@@ -39,9 +38,9 @@ class InFlightStep:
 
 
 def needs_host_tokens(batch: ScheduledBatch) -> bool:
-    """True when a sampling sequence with penalties or bad words still has a placeholder: its history, which
-    its logits depend on, is not all on the host."""
-    return any(seq.params is not None and seq.params.needs_output_history and seq.token_ids[-1] == PLACEHOLDER
+    """True when a sampling sequence with penalties or bad words has a pending token: its history, which its
+    logits depend on, is not all on the host yet."""
+    return any(seq.num_pending_tokens and seq.params is not None and seq.params.needs_output_history
                for seq in batch.sampling_seqs)
 
 
@@ -53,7 +52,7 @@ def without_finished(batch: ScheduledBatch) -> ScheduledBatch:
     return ScheduledBatch([batch.seqs[i] for i in keep], [batch.num_new_tokens[i] for i in keep],
                           [batch.samples[i] for i in keep], batch.preempted)
 
-# %% ../../chapters/09_async_scheduling.ipynb #c018
+# %% ../../chapters/09_async_scheduling.ipynb #c016
 class AsyncEngineCore(EngineCore):
     """EngineCore with the host one step ahead: each `step()` launches step n+1, then finishes step n and
     returns step n's output (the first call returns an empty one)."""
@@ -62,19 +61,18 @@ class AsyncEngineCore(EngineCore):
 
     def __init__(self, config, model_config, executor):
         super().__init__(config, model_config, executor)
-        self.carries = isinstance(executor, AsyncModelRunner)  # else: finish step n before launching n+1
         self.in_flight: InFlightStep | None = None
         self.to_advance: ScheduledBatch | None = None  # the launched batch, advanced at the next call
 
     def step(self) -> EngineCoreOutput:
         """Advance step n's progress, schedule and launch step n+1, then wait for step n and commit its tokens."""
         if self.to_advance is not None:
-            self.scheduler.advance(self.to_advance)  # placeholders where step n's tokens will go
+            self.scheduler.advance(self.to_advance)  # step n's tokens now count as pending
             self.to_advance = None
         batch = self.scheduler.schedule()
         done = None
-        if self.in_flight is not None and (not self.carries or needs_host_tokens(batch)):
-            done = self._finish()  # this runner cannot read step n's tokens on the device: no overlap this once
+        if self.in_flight is not None and needs_host_tokens(batch):
+            done = self._finish()  # a logits rule needs step n's tokens on the host: no overlap this once
             batch = without_finished(batch)
         if batch.is_empty and self.in_flight is None:
             return done if done is not None else self._nothing_scheduled(batch)
@@ -88,43 +86,21 @@ class AsyncEngineCore(EngineCore):
         """Build the sampling rows, enqueue the step, start copying its tokens to the host; do not wait."""
         start, decode_tokens = time.perf_counter(), count_decode_tokens(batch)
         sampling, owners = self.sampling.build(batch)
-        if self.carries:
-            sampled = self.executor.execute(batch, sampling, carry=self._carry(batch))
-        else:
-            sampled = self.executor.execute(batch, sampling)
+        sampled = self.executor.execute(batch, sampling)
         tokens, ready = sampled.tokens, None
         on_device = tokens.is_cuda
-        host = host_copy(tokens, non_blocking=True) if on_device else tokens
+        host = host_copy(tokens, non_blocking=True) if on_device else tokens.clone()  # the next step may overwrite it
         lp, plp = (x and x.to_host(non_blocking=True) for x in (sampled.logprobs, sampled.prompt_logprobs))
         if on_device:
             ready = torch.cuda.Event()
             ready.record()  # after every copy above
         return InFlightStep(batch, tokens, host, ready, lp, plp, owners, decode_tokens, start)
 
-    def _carry(self, batch: ScheduledBatch) -> CarriedTokens | None:
-        """Which input ids of `batch` are tokens the step in flight is still sampling, and where they are."""
-        prev = self.in_flight
-        if prev is None:
-            return None
-        row_of = {seq.seq_id: i for i, seq in enumerate(prev.batch.sampling_seqs)}
-        rows, src, offset = [], [], 0
-        for seq, n in zip(batch.seqs, batch.num_new_tokens):
-            row = row_of.get(seq.seq_id)
-            if row is not None:
-                if n != 1:  # a placeholder is only ever the one token a decode feeds back
-                    raise RuntimeError(f"sequence {seq.seq_id!r} schedules {n} tokens over a placeholder")
-                rows.append(offset)
-                src.append(row)
-            offset += n
-        if not rows:
-            return None
-        return CarriedTokens(np.asarray(rows, np.int64), np.asarray(src, np.int64), prev.tokens)
-
     def _finish(self) -> EngineCoreOutput:
-        """Wait for the step in flight, write its tokens over the placeholders, apply the stop rules."""
+        """Wait for the step in flight, commit its pending tokens, apply the stop rules."""
         done, self.in_flight = self.in_flight, None
         tokens, seqs = done.wait_tokens(), done.batch.sampling_seqs
-        _, finished = self.scheduler.commit(seqs, tokens)
+        finished = self.scheduler.commit(seqs, tokens)
         self._record(done.batch, done.decode_tokens, time.perf_counter() - done.start)
         for seq in finished:
             self.sampling.forget(seq)

@@ -6,48 +6,23 @@ from __future__ import annotations
 
 import torch
 
-from ..engine.cuda_graph import CudaGraphModelRunner, FusedEagerModelRunner
-from ..engine.model_runner import ModelRunner
+from ..engine.selector import build_runner, graph_variants
 from .layers import ShardedLayers
 from .workers import RankPool, check_tp_size
 
-
-def check_model_splits(model_config, tp: int) -> None:
-    """A clear error when the model's heads or kv heads do not split over `tp` ranks."""
-    for what in ("num_attention_heads", "num_key_value_heads"):
-        heads = getattr(model_config, what)
-        if heads % tp:
-            raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
-
-
-class ShardedGraphRunner(CudaGraphModelRunner):
-    """A rank's CUDA-graph runner: its graphs hold the decode forward only, never the sampling.
-
-    Under tensor parallelism the LM head gathers logits to rank 0 alone (the others get None) and rank 0
-    samples eagerly, so sampling graphs would fail on every other rank mid-capture and leave rank 0
-    waiting forever inside a gather that never completes. Every rank captures the same buckets in the
-    same order, so the all-reduces recorded in their graphs pair up."""
-
-    sample_in_graphs = False
-
-
-def _runner_class(config):
-    """Each rank's runner: on CUDA the forward-only graph runner, or chapter 08's fused eager runner
-    when enforce_eager (as at TP=1); on a CPU the plain ModelRunner."""
-    if config.device.type != "cuda":
-        return ModelRunner
-    return FusedEagerModelRunner if config.enforce_eager else ShardedGraphRunner
-
 # %% auto #0
-__all__ = ['check_model_splits', 'ShardedGraphRunner', 'TensorParallelExecutor']
+__all__ = ['TensorParallelExecutor']
 
 # %% ../../chapters/10_tensor_parallel.ipynb #c032
 def _build_runner(ctx, config, model_config):
     """On every rank: a runner whose model holds only this rank's shard of every weight."""
     group = ctx.group
     device = torch.device("cuda", group.rank) if config.device.type == "cuda" else config.device
-    runner = _runner_class(config)(config, model_config, device=device, rank=group.rank,
-                                   layers=ShardedLayers(group))
+    runner = build_runner(config, model_config, device=device, layers=ShardedLayers(group), token_table=False)
+    if device.type == "cuda" and not config.enforce_eager:
+        from nanoserve.engine.graph_runner import GraphRunner  # chapter 08
+
+        runner = GraphRunner(runner, graph_variants(config, runner.backend), sample=False)
     ctx.state["runner"] = runner
     return runner
 
@@ -80,7 +55,6 @@ class TensorParallelExecutor:
         tp = config.tensor_parallel_size
         backend = "nccl" if config.device.type == "cuda" else "gloo"
         check_tp_size(tp, backend)
-        check_model_splits(model_config, tp)
         self.config, self.model_config = config, model_config
         self.pool = RankPool(tp, backend, timeout_s=timeout_s, shm_bytes=shm_bytes,
                              worker_timeout_s=config.tp_worker_timeout_s)

@@ -66,11 +66,13 @@ def test_garbage_collected_engine_leaves_no_process(untied_ckpt, gone):
 def test_sizes_that_do_not_split_are_clear_errors(untied_ckpt):
     with pytest.raises(ValueError, match="num_attention_heads"):
         make_engine(untied_ckpt, 3)
-    from nanoserve.parallel.executor import TensorParallelExecutor, check_model_splits
+    from nanoserve.engine.config import EngineConfig
     from nanoserve.model.tiny import tiny_qwen3_config
+    from nanoserve.parallel.executor import TensorParallelExecutor
 
-    with pytest.raises(ValueError, match="num_key_value_heads"):
-        check_model_splits(tiny_qwen3_config(num_attention_heads=4, num_key_value_heads=2), 4)
+    with pytest.raises(ValueError, match="num_key_value_heads"):  # the one head check: at resolve time
+        EngineConfig(str(untied_ckpt), tensor_parallel_size=4).resolve(
+            tiny_qwen3_config(num_attention_heads=4, num_key_value_heads=2))
     assert TensorParallelExecutor  # importable without CUDA
 
 

@@ -1,22 +1,21 @@
 """Checkers for chapter 09's exercises (async scheduling, mixed-step graphs)."""
-from ..solutions.ch09 import carry_rows as _carry_rows  # the references the reader's answers are compared with
+from ..solutions.ch09 import token_rows as _token_rows  # the references the reader's answers are compared with
 from ..solutions.ch09 import lanes_and_pieces as _lanes_and_pieces
 
 __all__ = ["CHECKS"]
 
 
-def check_carry_rows(carry_rows) -> str:
-    """09.1: rows of the next step's flattened input ids that read the step in flight's tokens."""
-    cases = [([7], [7], [1]), ([], [1, 2], [5, 1]), ([3, 1, 2], [1, 9, 3, 2], [1, 6, 1, 1]),
-             ([4, 5], [6, 5, 4], [3, 1, 1]), ([1, 2, 3], [3, 2], [1, 1])]
+def check_token_rows(token_rows) -> str:
+    """09.1: which rows of a step's flattened input ids read their id from the token table, and from which slot."""
+    cases = [([1], [0], [True]), ([5, 1], [-1, 3], [True, True]), ([3, 1, 6], [2, 0, 4], [False, True, True]),
+             ([4], [7], [True]), ([2, 2], [1, -1], [True, True])]
     for case in cases:
-        want = _carry_rows(*case)
-        got = carry_rows(*[list(x) for x in case])
-        if tuple(map(list, got)) != want:
-            raise AssertionError(f"carry_rows{case} = {got!r}, expected {want}: a row is a position in the next "
-                                 "step's flattened input ids (add up num_new_tokens of the sequences before), "
-                                 "src is the row in the step in flight's output")
-    return "the same (rows, src) AsyncEngineCore._carry builds"
+        want = _token_rows(*case)
+        got = token_rows(*[list(x) for x in case])
+        if list(got) != want:
+            raise AssertionError(f"token_rows{case} = {got!r}, expected {want}: only the LAST row of a chunk is its "
+                                 "sequence's newest token, and only a sequence that holds a slot (>= 0) reads it")
+    return "the same token_rows prepare_step_inputs builds"
 
 
 def _wasted(stop_steps, max_tokens):
@@ -65,4 +64,4 @@ def check_merge(merge) -> str:
     return "the same result as attending all the keys at once"
 
 
-CHECKS = {"09.1": check_carry_rows, "09.2": check_wasted_lanes, "09.4": check_lanes_and_pieces, "09.6": check_merge}
+CHECKS = {"09.1": check_token_rows, "09.2": check_wasted_lanes, "09.4": check_lanes_and_pieces, "09.6": check_merge}

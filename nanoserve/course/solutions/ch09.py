@@ -2,23 +2,27 @@
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
-def carry_rows(prev_seq_ids, batch_seq_ids, num_new_tokens):
-    """Walk the next batch with a running token offset; look each sequence up among the rows in flight."""
-    row_of = {s: i for i, s in enumerate(prev_seq_ids)}
-    rows, src, offset = [], [], 0
-    for s, n in zip(batch_seq_ids, num_new_tokens):
-        if s in row_of:
-            rows.append(offset)
-            src.append(row_of[s])
+def token_rows(num_new_tokens, slots, reaches_newest):
+    """Walk the chunks with a running offset; a chunk that ends at its sequence's newest token and whose
+    sequence holds a slot reads that last row from the table."""
+    rows, offset = [], 0
+    for n, slot, newest in zip(num_new_tokens, slots, reaches_newest):
+        rows += [-1] * n
         offset += n
-    return rows, src
+        if newest and slot >= 0:
+            rows[offset - 1] = slot
+    return rows
 
 
-def carry_rows_by_sequence_index(prev_seq_ids, batch_seq_ids, num_new_tokens):
-    """A typical mistake: the sequence's index in the batch, not its row in the flattened input ids."""
-    row_of = {s: i for i, s in enumerate(prev_seq_ids)}
-    pairs = [(b, row_of[s]) for b, s in enumerate(batch_seq_ids) if s in row_of]
-    return [b for b, _ in pairs], [r for _, r in pairs]
+def token_rows_at_chunk_start(num_new_tokens, slots, reaches_newest):
+    """A typical mistake: mark the first row of each chunk, which is the newest token only for a decode."""
+    rows, offset = [], 0
+    for n, slot, newest in zip(num_new_tokens, slots, reaches_newest):
+        rows += [-1] * n
+        if newest and slot >= 0:
+            rows[offset] = slot
+        offset += n
+    return rows
 
 
 def wasted_lanes(stop_steps, max_tokens):
@@ -56,20 +60,19 @@ def merge_by_average(out_a, lse_a, out_b, lse_b):
     return (out_a + out_b) / 2
 
 
-SOLUTIONS = {"09.1": carry_rows, "09.2": wasted_lanes, "09.4": lanes_and_pieces, "09.6": merge}
-WRONG = {"09.1": carry_rows_by_sequence_index, "09.2": wasted_lanes_every_stop, "09.4": lanes_and_pieces_floor,
+SOLUTIONS = {"09.1": token_rows, "09.2": wasted_lanes, "09.4": lanes_and_pieces, "09.6": merge}
+WRONG = {"09.1": token_rows_at_chunk_start, "09.2": wasted_lanes_every_stop, "09.4": lanes_and_pieces_floor,
          "09.6": merge_by_average}
 
 EXPLANATIONS = {
     "09.3": """Two steps ahead, step n+2 is launched while steps n and n+1 are both in flight. A decoding sequence then
-holds two placeholders, so `_carry` must look up each placeholder's own step: the input of step n+2 is step
-n+1's token, which lives in step n+1's output, and `last_tokens` may already have been overwritten by step
-n+1's sampling graph before step n's copy was read, so each in-flight step needs its own output buffer (a ring
-of two). `commit` assumes the placeholder is the last token; now it must replace the *first* of two, and a
-sequence stopped by step n's eos has two lanes of wasted work, not one. The scheduler also counts on knowing
-the length limit; that still works, placeholders count as tokens. It pays off only when one step's host work
-is longer than the GPU's step, e.g. a very fast GPU with a small model and a slow host: with host < GPU time,
-one step ahead already hides all of it.""",
+has two pending tokens: `num_pending_tokens` counts them, and the scheduler needs nothing else. The input of step
+n+2 is step n+1's token, which step n+1's sampler writes into the sequence's table slot before step n+2 reads it
+(stream order), so the token table still works as it is. What breaks is the host side: the core must keep two
+steps in flight and commit them in order, the outputs come two calls late, and a sequence stopped by step n's
+eos has two lanes of wasted work, not one. The pinned host copies must not be shared between the two steps in
+flight. It pays off only when one step's host work is longer than the GPU's step, e.g. a very fast GPU with a
+small model and a slow host: with host < GPU time, one step ahead already hides all of it.""",
     "09.5": """Between 512 and 8,192 rows the buckets grow by x1.5 and x4/3 in turn, so a step pads to at most 1.5 times
 its rows (513 rows replay the 768-row graph) and on average much less; 14 graphs cover a budget of 8,192.
 Powers of two alone would need 10 graphs but pad up to 2x (4,097 rows to 8,192), and the padded rows go
