@@ -56,7 +56,7 @@ class PagedDecode:
         """(name, dtype, shape, padding) of the metadata this variant stages."""
         n = self.buckets[-1]
         return [("context_lens", np.int32, (n,), 1), ("cu_seqlens_k", np.int32, (n + 1,), 0),
-                ("block_tables", np.int32, (n, self.width), -1)]
+                ("block_tables", np.int32, (n, self.width), 0)]  # 0, not -1: warm-up and capture read it
 
     def plan(self, step) -> GraphPlan | None:
         """A bucket for a pure decode step that fits one, else None."""
@@ -76,4 +76,3 @@ class PagedDecode:
         views["context_lens"][:n] = step.context_lens.numpy()
         np.cumsum(views["context_lens"], out=views["cu_seqlens_k"][1:])
         stage_tables(views["block_tables"], step.block_tables.numpy())
-        views["block_tables"][n:, 0] = 0

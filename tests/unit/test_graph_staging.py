@@ -87,7 +87,7 @@ def test_decode_staging_pads_lanes_and_common_rows():
     assert c["greedy"].tolist()[:4] == [1, 0, 1, 1]
     torch.testing.assert_close(c["temperature"][:4], torch.tensor([1.0, 0.5, 1.0, 1.0]))
     assert own["context_lens"].tolist() == [10, 4, 5, 1, 1, 1, 1, 1]
-    assert own["block_tables"][:4].tolist() == [[2, 3, 4], [1, -1, -1], [4, 8, -1], [0, -1, -1]]
+    assert own["block_tables"][:4].tolist() == [[2, 3, 4], [1, -1, -1], [4, 8, -1], [0, 0, 0]]
     assert own["cu_seqlens_k"].tolist()[:5] == [0, 10, 14, 19, 20]
     assert g.plan(build_step_inputs([[1, 2]], [0], [[0]], [True], 4)) is None  # no variant takes a prefill
     assert g.plan(decode_step([1] * 9, [0] * 9, [[0]] * 9)) is None  # wider than the largest bucket
