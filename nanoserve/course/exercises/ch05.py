@@ -57,4 +57,27 @@ def check_recompute_tokens(recompute_tokens) -> str:
     return f"recomputed tokens for 24, 40, 200 blocks: {results}"
 
 
-CHECKS = {"05.1": check_prefill_first, "05.4": check_recompute_tokens}
+def _trace(scheduler_class, config, manager, arrivals) -> list:
+    return [(r.seq_ids, r.num_new_tokens, r.preempted) for r in run_workload(scheduler_class(config, manager), arrivals)]
+
+
+def check_scheduler_step(scheduler_class) -> str:
+    """05.6 (build it yourself): schedule() makes exactly the steps of the chapter's Scheduler."""
+    from nanoserve.kv.prefix import PrefixCachingBlockManager
+
+    assert issubclass(scheduler_class, Scheduler), "hint: subclass Scheduler and override schedule()"
+    cases = [("a roomy pool", SchedulerConfig(8, 32, 96), lambda: BlockManager(200, 4)),
+             ("a tight pool (preemption)", SchedulerConfig(8, 32, 96), lambda: BlockManager(30, 4)),
+             ("a prefix cache", SchedulerConfig(6, 24, 96), lambda: PrefixCachingBlockManager(60, 4))]
+    for name, config, manager in cases:
+        want = _trace(Scheduler, config, manager(), _workload(1))
+        got = _trace(scheduler_class, config, manager(), _workload(1))
+        for step, (g, w) in enumerate(zip(got, want)):
+            assert g == w, (f"hint: with {name}, step {step} differs: (seq ids, new tokens, preempted) is {g}, "
+                            f"the chapter's scheduler makes {w}; decodes first, each running prefill gets the "
+                            "budget left after the decodes still to come, then admissions")
+        assert len(got) == len(want), f"hint: with {name} your scheduler took {len(got)} steps, not {len(want)}"
+    return "the rest of the chapter can run on it: set USE_MY_SCHEDULER = True and re-run"
+
+
+CHECKS = {"05.6": check_scheduler_step, "05.1": check_prefill_first, "05.4": check_recompute_tokens}
