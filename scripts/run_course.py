@@ -34,6 +34,16 @@ def load_nb_tool():
     return module
 
 
+# >>> figures hook (issue 27; tools/figures.py owns the logic)
+def load_figures_tool():
+    """Import tools/figures.py by path: each chapter's key figure, exported from its fresh run."""
+    spec = importlib.util.spec_from_file_location("figures_tool", REPO / "tools" / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+# <<< figures hook
+
+
 def first_error_line(exc: Exception) -> str:
     """The most telling line of a failed execution (the exception name and message)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # drop terminal colours from the traceback
@@ -93,6 +103,11 @@ def main(argv=None) -> int:
                 print(f"FAIL {chapter.name} ({time.perf_counter() - start:.1f} s): {first_error_line(exc)}", flush=True)
             else:
                 print(f"ok   {chapter.name} ({time.perf_counter() - start:.1f} s)", flush=True)
+                # >>> figures hook: rewrite figures/ from this fresh run; a figure that changed fails the run
+                for problem in load_figures_tool().course_run_check(copy, chapter.name):
+                    failed.append(chapter.name)
+                    print(f"FAIL {chapter.name}: {problem}", flush=True)
+                # <<< figures hook
     if failed:
         print(f"{len(failed)} of {len(chapters)} chapters failed: {', '.join(failed)}")
         return 1

@@ -22,6 +22,12 @@ echo "== every chapter top to bottom, as JupyterLab's Run All runs it (no cell s
 # --reuse: skipped when scripts/run_course.sh already passed with these exact files in this .venv
 "$VPY" scripts/run_course.py --reuse 2> >(grep -v "running over TCP without encryption" >&2) || failed+=("run_course.py")
 
+# >>> book (issue 27): render the committed chapters (scripts/build_book.sh, warnings fail it);
+# tests/browser/test_book.py then checks the pages in chromium during the pytest stage
+echo "== the book: committed chapters rendered, any warning fails [$((SECONDS - start)) s]"
+bash scripts/build_book.sh || failed+=("build_book.sh")
+# <<< book
+
 echo "== pytest (chapters under nbval, tests/): one line per file, then the slowest tests [$((SECONDS - start)) s]"
 "$VPY" -m pytest --nbval --nbval-current-env --nbval-sanitize-with nbval_sanitize.cfg \
   --nbval-cell-timeout 600 --continue-on-collection-errors --durations=10 chapters tests "$@"

@@ -66,10 +66,13 @@ def sphinx_build(src, out):
 
 @pytest.fixture(scope="module")
 def site():
-    """(site, browser) for the built book; builds it first when build/book/html is missing."""
+    """(site, browser) for the built book; builds it first when build/book/html is missing or older than its sources."""
     require(missing_browser())
-    if not (BOOK_HTML / "index.html").is_file():
+    index = BOOK_HTML / "index.html"
+    sources = [*chapter_notebooks(), *BOOK_SRC.rglob("*.*"), *(REPO / "figures").glob("*.*")]
+    if not index.is_file() or any(p.stat().st_mtime > index.stat().st_mtime for p in sources):
         require(sphinx_missing())
+        shutil.rmtree(BOOK_HTML, ignore_errors=True)
         rc, log = sphinx_build(BOOK_SRC, BOOK_HTML)
         assert rc == 0, f"the book did not build:\n{log[-3000:]}"
     BOOK_SHOTS.mkdir(parents=True, exist_ok=True)
