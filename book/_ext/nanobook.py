@@ -1,10 +1,11 @@
 """Sphinx extension for the nanoserve book: run links, marked GPU recordings, figure gallery, table check.
 
 Everything here works on the committed notebooks as they are read (nothing is executed): a "run this
-notebook" box under each chapter's title, no nbval directives in the code, a box naming device, date and command above each GPU cell's
-recorded output, a caption under each widget's first-state picture, a gallery of the key figures
-(figures/figures.toml) for the landing page, a warning for any Markdown table that did not render, and
-a copy of each notebook beside its page so the run link downloads it.
+notebook" box under each chapter's title; above each GPU cell, a box naming the device, date and command
+of its recorded output; a caption above each widget's first-state picture; no nbval directives in the
+code and no frozen progress bars; a gallery of the key figures (figures/figures.toml) for the landing
+page; a warning for any Markdown table that did not render; and a copy of each notebook beside its page,
+so the run link downloads it.
 """
 import json
 import re
@@ -23,6 +24,7 @@ GPU_MARKER = re.compile(r'^# GPU cell \(needs (\d+) CUDA GPUs?\): recording "([\
 REPLAY_CALL = re.compile(r'replay_gpu_cells\(\s*["\']([^"\']+)["\']')
 NBVAL_LINE = re.compile(r"^# NBVAL_\w+[ \t]*\n", re.M)
 WIDGET_VIEW = "application/vnd.jupyter.widget-view+json"
+PROGRESS_BAR = re.compile(r"^[^\n|]*\d+%\|[^\n]*\|\s*\d+/\d+")
 # a table's rule row as it reads in a paragraph, after Sphinx's smart quotes made `---` an em dash
 TABLE_RULE = re.compile(r"^\s*\|?\s*:?[-\u2013\u2014]+:?\s*(\|\s*:?[-\u2013\u2014]+:?\s*)+\|?\s*$")
 
@@ -61,6 +63,13 @@ WIDGET_NOTE = (":::{admonition} Interactive widget\n:class: widget-snapshot\n"
                "its controls.\n:::\n")
 
 
+def is_progress_bar(output: dict) -> bool:
+    """A tqdm widget: saved as its first frame (0%), which on a static page only looks stuck."""
+    data = output.get("data", {})
+    text = _text(data.get("text/plain", ""))
+    return WIDGET_VIEW in data and "image/png" not in data and bool(PROGRESS_BAR.match(text))
+
+
 def prepare_chapter(nb: dict, name: str, chapters_dir: Path) -> dict:
     """The notebook with the book's boxes added (run link, GPU recordings, widget snapshots)."""
     cells = nb.get("cells", [])
@@ -92,6 +101,9 @@ def prepare_chapter(nb: dict, name: str, chapters_dir: Path) -> dict:
             elif any(WIDGET_VIEW in o.get("data", {}) and "image/png" in o.get("data", {})
                      for o in cell.get("outputs", [])):
                 out.append(_markdown_cell(WIDGET_NOTE, f"book-widget-{i}"))
+            outputs = [o for o in cell.get("outputs", []) if not is_progress_bar(o)]
+            if len(outputs) != len(cell.get("outputs", [])):
+                cell = dict(cell, outputs=outputs)
         out.append(cell)
     nb = dict(nb, cells=out)
     for cell in out:  # the run box goes right under the chapter's title

@@ -200,3 +200,53 @@ def test_build_fails_on_a_broken_page(tmp_path, broken, says):
         assert rc == 0, log
     else:
         assert rc != 0 and says in log, log
+
+
+def nanobook():
+    """book/_ext/nanobook.py, the book's Sphinx extension (imports only docutils and Sphinx)."""
+    require(sphinx_missing())
+    sys.path.insert(0, str(BOOK_SRC / "_ext"))
+    try:
+        import nanobook as module
+    finally:
+        sys.path.pop(0)
+    return module
+
+
+def test_a_chapter_gets_its_run_box_recording_boxes_and_clean_code(tmp_path):
+    ext = nanobook()
+    (tmp_path / "recordings").mkdir()
+    (tmp_path / "recordings" / "07_x.json").write_text(json.dumps({"chapter": "07_x", "cells": {"kv": {
+        "needs_gpus": 1, "device": "an NVIDIA H200", "recorded": "2026-11-30",
+        "command": "python scripts/gpu/run_gpu_cells.py chapters/07_x.ipynb", "source": "", "outputs": []}}}))
+    bar = {"output_type": "display_data", "metadata": {}, "data": {
+        "application/vnd.jupyter.widget-view+json": {"model_id": "m"},
+        "text/plain": "Loading weights:   0%|          | 0/24 [00:00<?, ?it/s]"}}
+    nb = {"cells": [
+        {"cell_type": "markdown", "id": "c000", "metadata": {}, "source": "# 07 · X\n\nWhy it matters."},
+        {"cell_type": "code", "id": "c001", "metadata": {}, "outputs": [],
+         "source": 'replay_gpu_cells("recordings/07_x.json")'},
+        {"cell_type": "code", "id": "c002", "metadata": {"tags": ["gpu"]}, "outputs": [],
+         "source": '# GPU cell (needs 1 CUDA GPU): recording "kv"\n# NBVAL_IGNORE_OUTPUT\nx = 1\n'},
+        {"cell_type": "code", "id": "c003", "metadata": {}, "outputs": [bar], "source": "LLM(tiny)\n"},
+    ]}
+    cells = ext.prepare_chapter(nb, "07_x.ipynb", tmp_path)["cells"]
+    title = cells[0]["source"]
+    assert title.startswith("# 07 · X\n") and title.endswith("Why it matters.")
+    assert 'href="07_x.ipynb"' in title and ".venv/bin/jupyter lab chapters/07_x.ipynb" in title
+    box, gpu_cell = cells[2], cells[3]
+    assert box["cell_type"] == "markdown" and box["id"] == "book-gpu-2"
+    assert "an NVIDIA H200, 2026-11-30" in box["source"] and "run_gpu_cells.py chapters/07_x.ipynb" in box["source"]
+    assert "NBVAL" not in gpu_cell["source"] and gpu_cell["source"].startswith("# GPU cell")
+    assert cells[4]["outputs"] == []  # the frozen progress bar
+    assert nb["cells"][2]["source"].count("NBVAL") == 1  # the committed notebook is left alone
+
+
+def test_a_gpu_cell_without_its_recording_is_a_build_warning(tmp_path, caplog):
+    ext = nanobook()
+    nb = {"cells": [{"cell_type": "code", "id": "c000", "metadata": {"tags": ["gpu"]}, "outputs": [],
+                     "source": '# GPU cell (needs 2 CUDA GPUs): recording "gone"\n'}]}
+    with caplog.at_level("WARNING"):
+        cells = ext.prepare_chapter(nb, "10_x.ipynb", tmp_path)["cells"]
+    assert "needs 2 CUDA GPUs; its recording `gone` is missing" in cells[1]["source"]
+    assert "has no recording 'gone'" in caplog.text
