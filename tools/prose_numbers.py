@@ -5,7 +5,7 @@ marks a fact, a definition or a setting instead. A number directly followed by a
 with neither marker is a problem: unmarked, nobody can tell where it came from.
 
 The strict rule (chapters in STRICT, or `nb.py numbers --strict`): a quoted result must be printed, with its unit
-when the prose gives one, by a code cell of the same section (Markdown heading to heading), or by the recording
+when the prose gives one, by a code cell of the same section (Markdown heading to heading; a Summary section may cite the whole chapter), or by the recording
 named in the marker (`<!--o:NAME-->`, a GPU recording in chapters/recordings/). Code is never evidence, comments
 included; a comment in an unexported code cell that quotes a measured-looking number is analysis hidden from this
 check and is flagged. A date or session id (`2026-12-01`, `2026-12-01T12:00:48Z`) in prose that no output or
@@ -19,7 +19,8 @@ import tokenize
 from pathlib import Path
 
 # chapters held to the strict rule; extend this list as chapters pass it
-STRICT = ("00_tour", "01_qwen3", "03_paged_kv", "05_scheduler", "A1_tokenizer")
+STRICT = ("00_tour", "01_qwen3", "02_kv_cache", "03_paged_kv", "04_prefix_cache", "05_scheduler", "11_benchmark",
+          "A1_tokenizer")
 
 NUMBER = r"(?<![\w.,])(\d[\d,]*(?:\.\d+)?)"
 UNIT = r"(?:\s?(?:tokens/s|tok/s|ms|µs|us|s|GB|GiB|MB|MiB|KB|KiB|TB|%)(?![\w/])|×|x(?![\w]))"
@@ -85,14 +86,19 @@ def _visible(markdown: str) -> str:
     return markdown
 
 
-def sections(nb: dict) -> list:
-    """The section index of every cell: a Markdown cell with a heading starts the next section."""
-    index, out = 0, []
+def sections(nb: dict) -> tuple:
+    """Per cell, (section in force where it starts, offsets of the headings inside it); and each section's title."""
+    index, out, titles = 0, [], {0: ""}
     for cell in nb["cells"]:
-        if cell["cell_type"] == "markdown" and HEADING.search(_visible("".join(cell["source"]))):
-            index += 1
-        out.append(index)
-    return out
+        heads = []
+        if cell["cell_type"] == "markdown":
+            text = _visible("".join(cell["source"]))
+            for m in HEADING.finditer(text):
+                heads.append(m.start())
+                titles[index + len(heads)] = text[m.end():].split("\n", 1)[0].strip()
+        out.append((index, heads))
+        index += len(heads)
+    return out, titles
 
 
 def recordings_of(nb_path: Path) -> dict:
@@ -130,13 +136,21 @@ def prose_problems(nb_path: Path, strict: bool | None = None) -> list:
     strict = nb_path.stem in STRICT if strict is None else strict
     nb = json.loads(nb_path.read_text())
     printed = output_numbers(nb)
-    section_of = sections(nb)
+    section_of, titles = sections(nb)
     by_section = {}
-    for cell, s in zip(nb["cells"], section_of):
+    for cell, (s, _) in zip(nb["cells"], section_of):
         if cell["cell_type"] == "code":
             by_section.setdefault(s, []).extend(_texts(cell))
     recordings = recordings_of(nb_path)
     every_text = [t for texts in by_section.values() for t in texts] + [t for r in recordings.values() for t in r]
+    chapter_texts = [t for texts in by_section.values() for t in texts]
+
+    def evidence(i: int, pos: int) -> list:
+        """The printed texts a number at `pos` of cell i may cite: its section's, or the chapter's in a summary."""
+        start, heads = section_of[i]
+        section = start + sum(h <= pos for h in heads)
+        return chapter_texts if titles.get(section, "").lower().startswith("summary") else by_section.get(section, [])
+
     problems = []
     for i, cell in enumerate(nb["cells"]):
         if cell["cell_type"] == "code":
@@ -164,8 +178,8 @@ def prose_problems(nb_path: Path, strict: bool | None = None) -> list:
                 elif not any(prints_number(t, number, unit) for t in recordings[recording]):
                     problems.append(f" cell {i}: '{shown}' is not printed by recording \"{recording}\""
                                     + (" with its unit" if unit else ""))
-            elif not any(prints_number(t, number, unit) for t in by_section.get(section_of[i], [])):
-                unitless = unit and any(prints_number(t, number, "") for t in by_section.get(section_of[i], []))
+            elif not any(prints_number(t, number, unit) for t in evidence(i, match.start())):
+                unitless = unit and any(prints_number(t, number, "") for t in evidence(i, match.start()))
                 problems.append(f" cell {i}: '{shown}' is marked as a printed result but "
                                 + (f"this section's outputs print {number} without '{unit}'" if unitless else
                                    f"no output of this section prints {number}" + (f" {unit}" if unit else "")))
