@@ -22,8 +22,8 @@ from .async_engine import AsyncEngine, RequestAborted
 from .limits import (ServerLimits, check_content_type, check_prompt_chars, check_request,
                                           parse_json, read_body)
 from .protocol import (GenerateRequest, RequestError, chat_logprobs, completion_logprobs,
-                                            error_body, finish_reason, parse_chat_request, parse_completion_request,
-                                            usage)
+                                            error_body, finish_reason, generation_defaults_of, parse_chat_request,
+                                            parse_completion_request, unknown_fields, usage)
 from .render import TemplateError
 
 logger = logging.getLogger("nanoserve.server")
@@ -131,6 +131,16 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
     limits = (limits or ServerLimits()).resolved(engine.engine)
     app.state.engine, app.state.limits = engine, limits
     renderer = engine.template_renderer(limits.template_timeout) if engine.tokenizer is not None else None
+    defaults = generation_defaults_of(engine.engine)  # generation_config.json under every request, as offline
+    engine.metrics.model_name = served_model_name
+    unknown_seen: set = set()
+
+    def note_unknown(body) -> None:
+        """Log each unknown body field once (it is ignored, as OpenAI's server ignores unknown fields)."""
+        for name in unknown_fields(body):
+            if name not in unknown_seen:
+                unknown_seen.add(name)
+                logger.warning("ignoring unknown request field %r (logged once)", name)
 
     @app.exception_handler(RequestError)
     async def refuse(raw: Request, e: RequestError):
@@ -164,12 +174,66 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
                 "root": model_path or served_model_name, "max_model_len": engine.engine.config.max_model_len}
         return {"object": "list", "data": [card]}
 
+    @app.get("/v1/models/{model_id:path}")
+    async def model_card(model_id: str, raw: Request):
+        authorize(raw)
+        if model_id != served_model_name:
+            raise RequestError(f"The model `{model_id}` does not exist.", "model", status=404)
+        return (await models(raw))["data"][0]
+
+    @app.get("/version")
+    async def version():
+        from nanoserve import __version__
+
+        return {"version": __version__}
+
+    @app.post("/tokenize")
+    @json_errors
+    async def tokenize(raw: Request):
+        """vLLM's /tokenize: a `prompt`, or chat `messages` rendered by the template, to token ids."""
+        authorize(raw)
+        body = await read_json(raw, limits.max_body_bytes)
+        if not isinstance(body, dict) or engine.tokenizer is None:
+            raise RequestError("/tokenize needs a JSON object and a model with a tokenizer")
+        if "messages" in body:
+            req = parse_chat_request({**body, "max_tokens": 1}, engine.tokenizer, engine.engine.config.max_model_len,
+                                     limits.trust_request_chat_template)
+            try:
+                text = await renderer.render(req.chat)
+            except TemplateError as e:
+                raise RequestError(str(e), "messages") from None
+        else:
+            text = body.get("prompt")
+            if not isinstance(text, str):
+                raise RequestError("prompt must be a string (or send messages)", "prompt")
+        check_prompt_chars(text, limits, "prompt")
+        ids = (await engine.tokenizing.prompt(text))["prompt_token_ids"] if text else []
+        return {"count": len(ids), "max_model_len": engine.engine.config.max_model_len, "tokens": ids}
+
+    @app.post("/detokenize")
+    @json_errors
+    async def detokenize(raw: Request):
+        """vLLM's /detokenize: token ids back to text."""
+        authorize(raw)
+        body = await read_json(raw, limits.max_body_bytes)
+        tokens = body.get("tokens") if isinstance(body, dict) else None
+        vocab = engine.engine.vocab_size
+        if not isinstance(tokens, list) or not all(isinstance(t, int) and not isinstance(t, bool) and 0 <= t < vocab
+                                                   for t in tokens):
+            raise RequestError(f"tokens must be a list of token ids in [0, {vocab})", "tokens")
+        if engine.tokenizer is None:
+            raise RequestError("this server's model has no tokenizer")
+        return {"prompt": await engine.tokenizing.decode(tokens)}
+
     def check_model(req: GenerateRequest) -> None:
         if req.model is not None and req.model != served_model_name:
             raise RequestError(f"The model `{req.model}` does not exist.", "model", status=404)
 
-    async def generate(req: GenerateRequest, raw: Request, prefix: str):
-        rid, created = f"{prefix}-{uuid.uuid4().hex}", int(time.time())
+    async def generate(req: GenerateRequest, raw: Request, prefix: str, body: dict):
+        request_id = body.get("request_id")
+        if request_id is not None and not isinstance(request_id, str):
+            raise RequestError("request_id must be a string", "request_id")
+        rid, created = f"{prefix}-{request_id or uuid.uuid4().hex}", int(time.time())
         try:
             group = await engine.generate(req.prompts, req.params, rid)
         except (ValueError, TypeError) as e:  # the engine's own door checks (prompt length, token ids, ...)
@@ -201,17 +265,21 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
     @json_errors
     async def completions(raw: Request):
         authorize(raw)
-        req = parse_completion_request(await read_json(raw, limits.max_body_bytes))
+        body = await read_json(raw, limits.max_body_bytes)
+        req = parse_completion_request(body, defaults)
+        note_unknown(body)
         check_model(req)
         check_request(req, limits, engine.engine)
-        return await generate(req, raw, "cmpl")
+        return await generate(req, raw, "cmpl", body)
 
     @app.post("/v1/chat/completions")
     @json_errors
     async def chat_completions(raw: Request):
         authorize(raw)
-        req = parse_chat_request(await read_json(raw, limits.max_body_bytes), engine.tokenizer,
-                                 engine.engine.config.max_model_len, limits.trust_request_chat_template)
+        body = await read_json(raw, limits.max_body_bytes)
+        req = parse_chat_request(body, engine.tokenizer, engine.engine.config.max_model_len,
+                                 limits.trust_request_chat_template, defaults)
+        note_unknown(body)
         check_model(req)
         check_request(req, limits, engine.engine)
         try:  # in a child process, with a time limit: neither the event loop nor the worker waits for it
@@ -220,7 +288,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             raise RequestError(str(e), "chat_template" if "chat_template" in req.chat else "messages") from None
         check_prompt_chars(text, limits, "messages")
         req.prompts = [text]
-        return await generate(req, raw, "chatcmpl")
+        return await generate(req, raw, "chatcmpl", body)
 
     return app
 

@@ -135,5 +135,9 @@ class Tokenizing:
         ids = await asyncio.get_running_loop().run_in_executor(self._pool, self.tokenizer.encode, prompt)
         return {"prompt": prompt, "prompt_token_ids": ids}
 
+    async def decode(self, ids: list) -> str:
+        """tokenizer.decode on the pool."""
+        return await asyncio.get_running_loop().run_in_executor(self._pool, self.tokenizer.decode, ids)
+
     def close(self) -> None:
         self._pool.shutdown(wait=False, cancel_futures=True)
