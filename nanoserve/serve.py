@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['USAGE', 'serve_parser', 'server_limits', 'engine_kwargs', 'main']
 
-# %% ../chapters/12_serving.ipynb #c053
+# %% ../chapters/12_serving.ipynb #c056
 """`nanoserve serve MODEL`: the OpenAI-compatible server from the command line (chapter 12)."""
 import argparse
 import sys
@@ -41,6 +41,8 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-tokenizer-init", action="store_true", help="a model without tokenizer files: token ids only")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--reasoning-parser", default=None, choices=["qwen3"],
+                   help="split <think>...</think> into the message's reasoning_content")
     g = p.add_argument_group("what one request may ask (the door's bounds)")
     g.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on every /v1 route")
     g.add_argument("--max-request-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
@@ -93,7 +95,8 @@ def main(argv=None) -> int:
     limits = server_limits(args)
     engine = AsyncEngine.from_args(args.model, **engine_kwargs(args))
     try:
-        app = build_app(engine, name, str(engine.engine.model_path), limits, api_key=args.api_key)
+        app = build_app(engine, name, str(engine.engine.model_path), limits, api_key=args.api_key,
+                        reasoning_parser=args.reasoning_parser)
         print(f"nanoserve: serving {name!r} on http://{args.host}:{args.port}/v1", flush=True)
         # SIGTERM / SIGINT: stop accepting, end open requests (503 / a last event and [DONE]), then return here
         graceful_server(app, host=args.host, port=args.port, log_level=args.log_level).run()

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['RequestAborted', 'RequestGroup', 'AsyncEngine']
 
-# %% ../../chapters/12_serving.ipynb #c018
+# %% ../../chapters/12_serving.ipynb #c021
 """One engine, many connections: a worker thread steps the engine, asyncio queues carry the outputs (chapter 12)."""
 import asyncio
 import threading
@@ -86,7 +86,7 @@ class RequestGroup:
             self.abort()
             self.queue.put_nowait([])  # wakes a reader waiting for the next step
 
-# %% ../../chapters/12_serving.ipynb #c019
+# %% ../../chapters/12_serving.ipynb #c022
 def _post(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
     """loop.call_soon_threadsafe, except that a loop already closed (its server is gone) is skipped."""
     try:
@@ -106,7 +106,7 @@ def _deliver(deliveries: list) -> None:
     for group, items in deliveries:
         group.queue.put_nowait(items)
 
-# %% ../../chapters/12_serving.ipynb #c021
+# %% ../../chapters/12_serving.ipynb #c024
 class _EngineWorker:
     """The worker thread's half of AsyncEngine: admit queued requests, step, hand outputs to their loops."""
 
@@ -185,7 +185,7 @@ class _EngineWorker:
         if self.renderer is not None:
             self.renderer.close()
 
-# %% ../../chapters/12_serving.ipynb #c022
+# %% ../../chapters/12_serving.ipynb #c025
 class AsyncEngine(_EngineWorker):
     """The engine behind an asyncio front end: requests from any coroutine, steps on one worker thread."""
 

@@ -4,7 +4,7 @@
 __all__ = ['logger', 'sse', 'read_json', 'until_disconnected', 'json_errors', 'completion_body', 'chat_body', 'stream_events',
            'build_app', 'graceful_server', 'BackgroundServer']
 
-# %% ../../chapters/12_serving.ipynb #c035
+# %% ../../chapters/12_serving.ipynb #c038
 """The OpenAI-compatible HTTP server: FastAPI routes over one AsyncEngine (chapter 12)."""
 import asyncio
 import functools
@@ -21,9 +21,10 @@ from starlette.exceptions import HTTPException as StarletteHTTPException
 from .async_engine import AsyncEngine, RequestAborted
 from .limits import (ServerLimits, check_content_type, check_prompt_chars, check_request,
                                           parse_json, read_body)
-from .protocol import (GenerateRequest, RequestError, chat_logprobs, completion_logprobs,
-                                            error_body, finish_reason, generation_defaults_of, parse_chat_request,
-                                            parse_completion_request, unknown_fields, usage)
+from .protocol import (REASONING_PARSERS, GenerateRequest, ReasoningSplitter, RequestError,
+                                            chat_logprobs, completion_logprobs, error_body, finish_reason,
+                                            generation_defaults_of, parse_chat_request, parse_completion_request,
+                                            split_reasoning, unknown_fields, usage)
 from .render import TemplateError
 
 logger = logging.getLogger("nanoserve.server")
@@ -68,7 +69,7 @@ def _choice_index(group, out, c, n: int) -> int:
 def _usage_of(group) -> dict:
     return usage(sum(group.num_prompt_tokens.values()), sum(group.num_output_tokens.values()))
 
-# %% ../../chapters/12_serving.ipynb #c036
+# %% ../../chapters/12_serving.ipynb #c039
 def completion_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str) -> dict:
     """A whole /v1/completions response from the group's final outputs."""
     choices = []
@@ -82,9 +83,18 @@ def completion_body(req: GenerateRequest, group, outputs: list, name: str, creat
             "usage": _usage_of(group)}
 
 
-def chat_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str) -> dict:
+def _message(text: str, reasoning_parser: str | None) -> dict:
+    """The assistant message; with a reasoning parser the thinking goes to `reasoning_content`."""
+    if reasoning_parser is None:
+        return {"role": "assistant", "content": text}
+    reasoning, content = split_reasoning(text, reasoning_parser)
+    return {"role": "assistant", "content": content, "reasoning_content": reasoning}
+
+
+def chat_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str,
+              reasoning_parser: str | None = None) -> dict:
     """A whole /v1/chat/completions response."""
-    choices = [{"index": c.index, "message": {"role": "assistant", "content": c.text},
+    choices = [{"index": c.index, "message": _message(c.text, reasoning_parser),
                 "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
                 "finish_reason": finish_reason(c.finish_reason), "stop_reason": c.stop_reason}
                for c in outputs[0].outputs]
@@ -92,9 +102,11 @@ def chat_body(req: GenerateRequest, group, outputs: list, name: str, created: in
             "usage": _usage_of(group)}
 
 
-async def stream_events(req: GenerateRequest, group, name: str, created: int, rid: str):
+async def stream_events(req: GenerateRequest, group, name: str, created: int, rid: str,
+                        reasoning_parser: str | None = None):
     """Server-sent events: one chunk per completion per engine step, usage if asked, then [DONE]."""
     chat = req.kind == "chat"
+    splitters = {}  # choice index -> ReasoningSplitter, with a reasoning parser
     head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
             "model": name}
     offsets: dict = {}  # choice index -> characters sent, for completions' text_offset
@@ -107,7 +119,14 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
             for c in out.outputs:
                 i = _choice_index(group, out, c, req.params.n)
                 if chat:
-                    choice = {"index": i, "delta": {"content": c.text},
+                    delta = {"content": c.text}
+                    if reasoning_parser is not None:
+                        splitter = splitters.setdefault(i, ReasoningSplitter(*REASONING_PARSERS[reasoning_parser]))
+                        thought, said = splitter.feed(c.text, final=c.finish_reason is not None)
+                        delta = {"reasoning_content": thought} if thought else {}
+                        if said or not thought:
+                            delta["content"] = said
+                    choice = {"index": i, "delta": delta,
                               "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs)}
                 else:
                     choice = {"index": i, "text": c.text, "logprobs": completion_logprobs(
@@ -123,10 +142,12 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
         group.abort()  # the client went away (or the server is stopping): free the blocks now
     yield "data: [DONE]\n\n"
 
-# %% ../../chapters/12_serving.ipynb #c037
+# %% ../../chapters/12_serving.ipynb #c040
 def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "", limits: ServerLimits | None = None,
-              api_key: str | None = None) -> FastAPI:
-    """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions."""
+              api_key: str | None = None, reasoning_parser: str | None = None) -> FastAPI:
+    """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions and vLLM's extras."""
+    if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
+        raise ValueError(f"reasoning_parser must be one of {sorted(REASONING_PARSERS)}, got {reasoning_parser!r}")
     app = FastAPI(title="nanoserve", docs_url=None, redoc_url=None, openapi_url=None)
     limits = (limits or ServerLimits()).resolved(engine.engine)
     app.state.engine, app.state.limits = engine, limits
@@ -243,7 +264,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
         except RequestAborted as e:
             raise RequestError(str(e), status=503) from None
         if req.stream:  # starlette cancels the generator when the client goes away: its finally aborts
-            return StreamingResponse(stream_events(req, group, served_model_name, created, rid),
+            parser = reasoning_parser if req.kind == "chat" else None
+            return StreamingResponse(stream_events(req, group, served_model_name, created, rid, parser),
                                      media_type="text/event-stream")
         finished = asyncio.ensure_future(group.final_outputs())
         gone = asyncio.ensure_future(until_disconnected(raw))
@@ -258,8 +280,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
         finally:
             gone.cancel()
             group.abort()
-        make = chat_body if req.kind == "chat" else completion_body
-        return make(req, group, outputs, served_model_name, created, rid)
+        if req.kind == "chat":
+            return chat_body(req, group, outputs, served_model_name, created, rid, reasoning_parser)
+        return completion_body(req, group, outputs, served_model_name, created, rid)
 
     @app.post("/v1/completions")
     @json_errors
@@ -292,7 +315,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
 
     return app
 
-# %% ../../chapters/12_serving.ipynb #c039
+# %% ../../chapters/12_serving.ipynb #c042
 def graceful_server(app, **config):
     """A uvicorn Server that, asked to stop (SIGTERM, SIGINT, should_exit), first ends every open request.
 

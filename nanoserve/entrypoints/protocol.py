@@ -2,9 +2,9 @@
 
 # %% auto #0
 __all__ = ['ERROR_TYPES', 'SAMPLING_FIELDS', 'UNSUPPORTED', 'OTHER_FIELDS', 'KNOWN_FIELDS', 'RESERVED_TEMPLATE_KWARGS',
-           'LOGPROB_FLOOR', 'RequestError', 'error_body', 'GenerateRequest', 'unknown_fields', 'generation_defaults_of',
-           'parse_completion_request', 'parse_chat_request', 'token_logprobs', 'completion_logprobs', 'chat_logprobs',
-           'usage', 'finish_reason']
+           'LOGPROB_FLOOR', 'REASONING_PARSERS', 'RequestError', 'error_body', 'GenerateRequest', 'unknown_fields',
+           'generation_defaults_of', 'parse_completion_request', 'parse_chat_request', 'token_logprobs',
+           'completion_logprobs', 'chat_logprobs', 'usage', 'finish_reason', 'ReasoningSplitter', 'split_reasoning']
 
 # %% ../../chapters/12_serving.ipynb #c005
 """OpenAI request bodies -> engine prompts + SamplingParams, checked at the door; errors in OpenAI's shape (chapter 12)."""
@@ -291,3 +291,52 @@ def usage(prompt_tokens: int, completion_tokens: int) -> dict:
 def finish_reason(reason: str | None) -> str | None:
     """The engine's reason in OpenAI's words ("abort" has none: such a choice ends as "stop")."""
     return None if reason is None else ("length" if reason == "length" else "stop")
+
+# %% ../../chapters/12_serving.ipynb #c013
+REASONING_PARSERS = {"qwen3": ("<think>", "</think>")}
+
+
+class ReasoningSplitter:
+    """One choice's text, split into (reasoning, content) delta by delta at Qwen3's <think> tags."""
+
+    def __init__(self, start: str = "<think>", end: str = "</think>"):
+        self.start, self.end = start, end
+        self.state, self.held = "start", ""  # "start": nothing decided yet, then "thinking" or "content"
+
+    def feed(self, text: str, final: bool = False) -> tuple:
+        """(reasoning, content) of this delta; `final` flushes what was held back."""
+        text, self.held = self.held + text, ""
+        reasoning = content = ""
+        if self.state == "start":
+            if self.start.startswith(text) and not final and len(text) < len(self.start):
+                self.held = text  # may still become <think>
+                return "", ""
+            if text.startswith(self.start):
+                self.state, text = "thinking", text[len(self.start):]
+            else:
+                self.state = "content"
+        if self.state == "thinking":
+            if self.end in text:
+                reasoning, text = text.split(self.end, 1)
+                self.state = "content"
+            else:
+                keep = _partial_tag(text, self.end) if not final else 0
+                reasoning, self.held = text[:len(text) - keep], text[len(text) - keep:]
+                return reasoning, ""
+        content = text
+        return reasoning, content
+
+
+def _partial_tag(text: str, tag: str) -> int:
+    """How many characters at the end of `text` could begin `tag`."""
+    for k in range(min(len(tag) - 1, len(text)), 0, -1):
+        if tag.startswith(text[-k:]):
+            return k
+    return 0
+
+
+def split_reasoning(text: str, parser: str = "qwen3") -> tuple:
+    """(reasoning or None, content) of a whole completion."""
+    splitter = ReasoningSplitter(*REASONING_PARSERS[parser])
+    reasoning, content = splitter.feed(text, final=True)
+    return (reasoning if text.startswith(splitter.start) else None), content

@@ -93,3 +93,50 @@ def test_unknown_fields_are_logged_once(start_server):
         r = post(srv.url, "/v1/completions", {"model": MODEL_NAME, "prompt": "hi", "max_tokens": 1, "frobnicate": 1})
         assert r.status_code == 200
     assert srv.log().count("ignoring unknown request field 'frobnicate'") == 1
+
+
+@pytest.fixture(scope="module")
+def reasoning_server(start_server):
+    return start_server("--reasoning-parser", "qwen3")
+
+
+def test_reasoning_splitter_holds_back_only_partial_tags():
+    from nanoserve.entrypoints.protocol import ReasoningSplitter, split_reasoning
+
+    assert split_reasoning("<think>\nIt is 4.\n</think>\n\n4.") == ("\nIt is 4.\n", "\n\n4.")
+    assert split_reasoning("no thinking") == (None, "no thinking")
+    assert split_reasoning("<think>cut short") == ("cut short", "")
+    s = ReasoningSplitter()
+    assert [s.feed(p) for p in ("<thi", "nk>Hmm", ", 4.</th", "ink>", "Four.")] == \
+        [("", ""), ("Hmm", ""), (", 4.", ""), ("", ""), ("", "Four.")]
+
+
+def test_reasoning_content_is_split_streamed_or_not(reasoning_server):
+    think, end_think, a = 151667, 151668, 64  # <think>, </think>, "a"
+    body = {**CHAT, "max_tokens": 12, "temperature": 1.0, "seed": 4, "ignore_eos": True,
+            "allowed_token_ids": [think, end_think, a]}
+    url = reasoning_server.url
+    for seed in range(20):  # find a seed whose output thinks first and then answers
+        msg = post(url, "/v1/chat/completions", {**body, "seed": seed}).json()["choices"][0]["message"]
+        if msg["reasoning_content"] and msg["content"]:
+            break
+    else:
+        pytest.fail("no seed gave <think> ... </think> ...")
+    body["seed"] = seed
+    thought, said = "", ""
+    with httpx.stream("POST", url + "/v1/chat/completions", json={**body, "stream": True}, timeout=60,
+                      trust_env=False) as resp:
+        for line in resp.iter_lines():
+            if line.startswith("data:") and line != "data: [DONE]":
+                for choice in json.loads(line[5:])["choices"]:
+                    thought += choice["delta"].get("reasoning_content") or ""
+                    said += choice["delta"].get("content") or ""
+    assert (thought, said) == (msg["reasoning_content"], msg["content"])
+    plain = post(url, "/v1/completions", {"model": MODEL_NAME, "prompt": "x", "max_tokens": 2}).json()
+    assert "reasoning_content" not in plain["choices"][0]  # completions are left alone
+
+
+def test_enable_thinking_false_puts_an_empty_think_block_in_the_prompt(server):
+    on = post(server, "/tokenize", CHAT).json()["tokens"]
+    off = post(server, "/tokenize", {**CHAT, "chat_template_kwargs": {"enable_thinking": False}}).json()["tokens"]
+    assert 151667 not in on and off.count(151667) == 1 and off.count(151668) == 1
