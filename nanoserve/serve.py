@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['USAGE', 'serve_parser', 'server_limits', 'engine_kwargs', 'main']
 
-# %% ../chapters/12_serving.ipynb #c056
+# %% ../chapters/12_serving.ipynb #c060
 """`nanoserve serve MODEL`: the OpenAI-compatible server from the command line (chapter 12)."""
 import argparse
 import sys

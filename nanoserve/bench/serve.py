@@ -4,7 +4,7 @@
 __all__ = ['WORDS', 'RequestResult', 'sample_requests', 'arrivals', 'send_request', 'run_requests', 'percentiles', 'summarize',
            'parse_slos', 'table', 'benchmark', 'bench_serve_parser', 'summary_table', 'main']
 
-# %% ../../chapters/12_serving.ipynb #c056
+# %% ../../chapters/12_serving.ipynb #c063
 """`python -m nanoserve.bench serve`: an online benchmark of any OpenAI-compatible server (chapter 12)."""
 import argparse
 import asyncio
@@ -70,7 +70,7 @@ async def arrivals(requests: list, rate: float, seed: int):
         if rate != math.inf and i + 1 < len(requests):
             await asyncio.sleep(rng.expovariate(rate))
 
-# %% ../../chapters/12_serving.ipynb #c057
+# %% ../../chapters/12_serving.ipynb #c064
 async def send_request(client, url: str, model: str, prompt, prompt_len: int, max_tokens: int, origin: float,
                        extra: dict) -> RequestResult:
     """One streamed /v1/completions request; records when each chunk arrives."""
@@ -133,7 +133,7 @@ async def run_requests(base_url: str, model: str, requests: list, rate: float, s
         results = await asyncio.gather(*tasks)
     return list(results), time.perf_counter() - origin
 
-# %% ../../chapters/12_serving.ipynb #c058
+# %% ../../chapters/12_serving.ipynb #c065
 def percentiles(values: list, ps=(50, 90, 99)) -> dict:
     """mean and p50/p90/p99 (nearest-rank on the sorted values), in the values' unit; None when empty."""
     if not values:
@@ -178,7 +178,7 @@ def parse_slos(items: list) -> dict:
         slos[key] = float(value)
     return slos
 
-# %% ../../chapters/12_serving.ipynb #c059
+# %% ../../chapters/12_serving.ipynb #c066
 def table(summary: dict, label: str = "") -> str:
     """The human summary: throughputs, then latency percentiles in ms."""
     s = summary
@@ -226,7 +226,7 @@ def _run_coroutine(coro):
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
 
-# %% ../../chapters/12_serving.ipynb #c060
+# %% ../../chapters/12_serving.ipynb #c067
 def bench_serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nanoserve.bench serve",
                                 description="Online benchmark of an OpenAI-compatible server (streamed completions).")
@@ -247,7 +247,7 @@ def bench_serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--result-file", default=None, help="file name inside --out (default: derived)")
     return p
 
-# %% ../../chapters/12_serving.ipynb #c061
+# %% ../../chapters/12_serving.ipynb #c068
 def summary_table(paths: list) -> str:
     """One row per result file (engine, rate): throughputs and p50/p99 latencies in ms."""
     files = [f for p in paths for f in (sorted(Path(p).glob("*.json")) if Path(p).is_dir() else [Path(p)])]

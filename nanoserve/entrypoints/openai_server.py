@@ -4,7 +4,7 @@
 __all__ = ['logger', 'sse', 'read_json', 'until_disconnected', 'json_errors', 'completion_body', 'chat_body', 'stream_events',
            'build_app', 'graceful_server', 'BackgroundServer']
 
-# %% ../../chapters/12_serving.ipynb #c038
+# %% ../../chapters/12_serving.ipynb #c042
 """The OpenAI-compatible HTTP server: FastAPI routes over one AsyncEngine (chapter 12)."""
 import asyncio
 import functools
@@ -69,7 +69,7 @@ def _choice_index(group, out, c, n: int) -> int:
 def _usage_of(group) -> dict:
     return usage(sum(group.num_prompt_tokens.values()), sum(group.num_output_tokens.values()))
 
-# %% ../../chapters/12_serving.ipynb #c039
+# %% ../../chapters/12_serving.ipynb #c043
 def completion_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str) -> dict:
     """A whole /v1/completions response from the group's final outputs."""
     choices = []
@@ -142,7 +142,7 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
         group.abort()  # the client went away (or the server is stopping): free the blocks now
     yield "data: [DONE]\n\n"
 
-# %% ../../chapters/12_serving.ipynb #c040
+# %% ../../chapters/12_serving.ipynb #c044
 def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "", limits: ServerLimits | None = None,
               api_key: str | None = None, reasoning_parser: str | None = None) -> FastAPI:
     """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions and vLLM's extras."""
@@ -315,7 +315,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
 
     return app
 
-# %% ../../chapters/12_serving.ipynb #c042
+# %% ../../chapters/12_serving.ipynb #c046
 def graceful_server(app, **config):
     """A uvicorn Server that, asked to stop (SIGTERM, SIGINT, should_exit), first ends every open request.
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['BACKGROUND_NICENESS', 'TemplateError', 'TemplateRenderer', 'Tokenizing']
 
-# %% ../../chapters/12_serving.ipynb #c035
+# %% ../../chapters/12_serving.ipynb #c037
 """Chat templates in a child process with a time limit; tokenization on threads (chapter 12)."""
 import asyncio
 import multiprocessing
@@ -120,7 +120,7 @@ class TemplateRenderer:
         for child in children:
             child.kill()
 
-# %% ../../chapters/12_serving.ipynb #c036
+# %% ../../chapters/12_serving.ipynb #c038
 class Tokenizing:
     """tokenizer.encode on a small thread pool (the Rust tokenizer lets go of the interpreter lock)."""
 
