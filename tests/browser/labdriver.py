@@ -290,8 +290,20 @@ class Chapter:
         self.page.set_viewport_size(VIEWPORT)
         return paths
 
+    def save(self):
+        """Save the notebook as JupyterLab holds it (outputs and metadata) to its file."""
+        self.page.evaluate("() => window.__nb.context.save()")
+
+    def widget_errors(self):
+        """Text of every error or traceback shown inside a widget's output area."""
+        return self.page.evaluate("""() => [...document.querySelectorAll('.widget-output')]
+            .flatMap(o => [...o.querySelectorAll('[data-mime-type="application/vnd.jupyter.error"], .jp-RenderedText')])
+            .map(n => n.innerText).filter(t => /Traceback|Error:/.test(t))""")
+
     def close(self):
-        """Shut the kernel down and close the page."""
+        """Shut the kernel down and close the page (once: a test may close a chapter before its fixture does)."""
+        if self.page.is_closed():
+            return
         try:
             self.page.evaluate("() => window.__nb && window.__nb.sessionContext.shutdown()")
         finally:
