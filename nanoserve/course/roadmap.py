@@ -4,10 +4,10 @@ from pathlib import Path
 __all__ = ["SPINE", "you_are_here", "exported_lines"]
 
 # (chapter, short title, the part of the engine it builds); the strip draws them in this order
-SPINE = [("00", "tour", "the plan"), ("01", "Qwen3", "model"), ("02", "KV cache", "model"),
-         ("03", "paged KV", "memory"), ("04", "prefix cache", "memory"), ("05", "scheduler", "scheduling"),
-         ("06", "engine", "engine"), ("07", "flash-attn", "kernels"), ("08", "CUDA graphs", "kernels"),
-         ("09", "async", "engine"), ("10", "tensor par.", "scale"), ("11", "benchmark", "measure"),
+SPINE = [("00", "tour", "the plan"), ("01", "Qwen3", "model"), ("02", "KV\ncache", "model"),
+         ("03", "paged\nKV", "memory"), ("04", "prefix\ncache", "memory"), ("05", "sched-\nuler", "scheduling"),
+         ("06", "engine", "engine"), ("07", "flash-\nattn", "kernels"), ("08", "CUDA\ngraphs", "kernels"),
+         ("09", "async", "engine"), ("10", "tensor\nparallel", "scale"), ("11", "bench-\nmark", "measure"),
          ("12", "serving", "serve")]
 PART_COLORS = {"the plan": "#eeeeee", "model": "#cfe8fc", "memory": "#fde2b3", "scheduling": "#fde2b3",
                "engine": "#e8dcf5", "kernels": "#cfe8fc", "scale": "#d5f0d0", "measure": "#d5f0d0",
@@ -24,7 +24,7 @@ def you_are_here(chapter: str, ax=None):
     if chapter not in ids:
         raise ValueError(f"chapter must be one of {ids}, got {chapter!r}")
     if ax is None:
-        _, ax = plt.subplots(figsize=(8, 1.25))
+        _, ax = plt.subplots(figsize=(8, 1.3))
     ax.set_xlim(-0.1, len(SPINE))
     ax.set_ylim(-0.55, 1.0)
     ax.axis("off")
@@ -33,8 +33,9 @@ def you_are_here(chapter: str, ax=None):
         ax.add_patch(FancyBboxPatch((i + 0.06, 0.0), 0.88, 0.8, boxstyle="round,pad=0.02",
                                     fc=PART_COLORS[part], ec="crimson" if here else "gray", lw=2.5 if here else 0.6,
                                     alpha=1.0 if here else 0.55))
-        ax.text(i + 0.5, 0.55, cid, ha="center", va="center", fontsize=8, weight="bold" if here else "normal")
-        ax.text(i + 0.5, 0.22, title, ha="center", va="center", fontsize=6.5, weight="bold" if here else "normal")
+        ax.text(i + 0.5, 0.62, cid, ha="center", va="center", fontsize=8, weight="bold" if here else "normal")
+        ax.text(i + 0.5, 0.27, title, ha="center", va="center", fontsize=6, linespacing=0.95,
+                weight="bold" if here else "normal")
     mark = ids.index(chapter)
     ax.annotate("you are here", (mark + 0.5, -0.02), (mark + 0.5, -0.45), ha="center", fontsize=8, color="crimson",
                 arrowprops=dict(arrowstyle="-|>", color="crimson"))
