@@ -118,6 +118,12 @@ def check_request(req: GenerateRequest, limits: ServerLimits, engine) -> None:
         if n * per_choice > capacity:
             raise RequestError(f"n={n} choices of up to {per_choice} tokens need more KV than this server's "
                                f"whole cache holds ({capacity} tokens): lower n or max_tokens", param)
+    p = req.params
+    if p.min_tokens and p.allowed_token_ids:  # before min_tokens, EOS and stop tokens are masked out
+        banned = set(p.stop_token_ids or ()) | (set() if p.ignore_eos else set(engine.eos_token_ids))
+        if set(p.allowed_token_ids) <= banned:
+            raise RequestError("every token of allowed_token_ids is an end-of-sequence or stop token, which "
+                               f"min_tokens={p.min_tokens} forbids: no token could be drawn", "allowed_token_ids")
     for prompt in req.prompts:
         if isinstance(prompt, str):
             check_prompt_chars(prompt, limits, "prompt")

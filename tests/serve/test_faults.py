@@ -222,3 +222,9 @@ def test_a_plain_request_whose_client_hangs_up_is_aborted(server):
     assert m["nanoserve:num_requests_running"] == 0 and m["nanoserve:kv_blocks_used"] == 0
     assert m[aborts] - before.get(aborts, 0) == 1
     assert m["nanoserve:generation_tokens_total"] == before["nanoserve:generation_tokens_total"]  # not run to the end
+
+
+def test_min_tokens_with_only_banned_allowed_tokens_is_refused(server):
+    body = {**COMPLETION, "ignore_eos": False, "min_tokens": 2, "allowed_token_ids": [151645]}  # <|im_end|>: EOS
+    assert_error(post(server, "/v1/completions", body), 400, "allowed_token_ids")
+    assert post(server, "/v1/completions", {**body, "ignore_eos": True}).status_code == 200

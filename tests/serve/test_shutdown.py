@@ -48,3 +48,19 @@ def test_signal_ends_open_requests_cleanly_and_exits_0(start_server, sig):
     assert "nanoserve: stopped" in log  # main's finally ran: engine.shutdown() and the template processes
     with pytest.raises(httpx.TransportError):
         httpx.get(srv.url + "/health", timeout=2, trust_env=False)
+
+
+def test_tensor_parallel_server_leaves_nothing_behind(start_server):
+    """TP=2 on CPU (gloo): SIGTERM stops every worker; no leaked semaphore or shared-memory segment is reported."""
+    psutil = pytest.importorskip("psutil")
+    srv = start_server("--tensor-parallel-size", "2")
+    r = httpx.post(srv.url + "/v1/completions", json={"model": MODEL_NAME, "prompt": "Hi", "max_tokens": 3,
+                                                      "ignore_eos": True}, timeout=120, trust_env=False)
+    assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
+    children = psutil.Process(srv.proc.pid).children(recursive=True)
+    assert len(children) >= 2  # the TP worker(s), the template renderer, the resource tracker
+    assert srv.stop() == 0
+    gone, alive = psutil.wait_procs(children, timeout=15)
+    assert not alive, [p.cmdline() for p in alive]
+    log = srv.log()
+    assert "leaked" not in log and "Traceback" not in log, log[-3000:]
