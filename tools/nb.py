@@ -218,6 +218,7 @@ def main(argv=None) -> int:
     e.add_argument("chapters", nargs="+", type=Path)
     n = sub.add_parser("numbers", help="check the numbers quoted in chapters' prose against their outputs")
     n.add_argument("chapters", nargs="+", type=Path)
+    n.add_argument("--strict", action="store_true", help="hold every chapter given to the strict rule")
     d = sub.add_parser("draft", help="chapter .ipynb -> drafts/<name>.py")
     d.add_argument("chapters", nargs="+", type=Path)
     a = ap.parse_args(argv)
@@ -237,7 +238,7 @@ def main(argv=None) -> int:
             execute(p)
         return 0
     if a.cmd == "numbers":
-        problems = [f"{p.name}{q}" for p in a.chapters for q in prose_problems(p)]
+        problems = [f"{p.name}{q}" for p in a.chapters for q in prose_problems(p, strict=a.strict or None)]
         print("\n".join(problems + [f"numbers: {len(a.chapters)} chapters, {len(problems)} problems"]))
         return 1 if problems else 0
     if a.cmd == "draft":

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['AttentionBatch', 'AttentionBackend', 'allocate_kv_cache', 'slots_for', 'build_attention_batch']
 
-# %% ../../chapters/03_paged_kv.ipynb #c020
+# %% ../../chapters/03_paged_kv.ipynb #c023
 from dataclasses import dataclass
 from typing import Protocol, runtime_checkable
 
@@ -38,7 +38,7 @@ class AttentionBackend(Protocol):
         """q [T, Hq, D], k/v [T, Hkv, D] -> attention output [T, Hq, D]."""
         ...
 
-# %% ../../chapters/03_paged_kv.ipynb #c022
+# %% ../../chapters/03_paged_kv.ipynb #c025
 def allocate_kv_cache(num_layers, num_blocks, block_size, num_kv_heads, head_dim,
                       dtype=torch.float32, device="cpu"):
     """One zeroed tensor [2, L, N, bs, Hkv, D] and its per-layer (k_cache, v_cache) views."""

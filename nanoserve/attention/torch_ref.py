@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['store_kv', 'causal_attention_at_end', 'gather_context', 'TorchAttentionBackend']
 
-# %% ../../chapters/03_paged_kv.ipynb #c027
+# %% ../../chapters/03_paged_kv.ipynb #c030
 import torch
 from torch import Tensor
 
@@ -49,7 +49,7 @@ def gather_context(k_cache: Tensor, v_cache: Tensor, block_table: Tensor, contex
     v = v_cache[blocks].flatten(0, 1)[:context_len]
     return k, v
 
-# %% ../../chapters/03_paged_kv.ipynb #c029
+# %% ../../chapters/03_paged_kv.ipynb #c032
 class TorchAttentionBackend:
     """Reference paged attention in plain torch: readable, any block size, float32 math."""
 

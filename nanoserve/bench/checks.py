@@ -4,7 +4,7 @@
 __all__ = ['CPU_TOKEN_LIMIT', 'SMOKE_MODEL_NAME', 'BenchArgumentError', 'model_config', 'workload_sizes', 'longest_request',
            'planned_output_tokens', 'run_problems', 'smoke_root', 'smoke_model_dir', 'cpu_smoke_argv']
 
-# %% ../../chapters/A4_benchmark_harness.ipynb #c041
+# %% ../../chapters/A4_benchmark_harness.ipynb #c043
 """Make a benchmark run safe to start: check its flags against the model and the machine (appendix A4)."""
 import json
 import shutil
@@ -52,7 +52,7 @@ def planned_output_tokens(args, workloads, batch_sizes) -> int:
     total = 0
     for name in workloads:
         if name == "latency":
-            total += (args.latency_reps + 1) * sum(batch_sizes) * (args.latency_len + 1)
+            total += (args.latency_reps + 1) * sum(batch_sizes) * args.latency_len
         else:
             requests = make_workload(name, *workload_sizes(args, name), seed=args.seed, max_token_id=args.max_token_id)
             total += args.runs * total_output_tokens(requests)
@@ -81,7 +81,7 @@ def run_problems(args, workloads, batch_sizes, model_config: dict, on_cpu: bool)
                         f"or pass --allow-long-cpu-run")
     return problems
 
-# %% ../../chapters/A4_benchmark_harness.ipynb #c043
+# %% ../../chapters/A4_benchmark_harness.ipynb #c045
 def smoke_root() -> Path:
     """Where the cpu-smoke preset keeps its model and results: a folder in the temp dir."""
     return Path(tempfile.gettempdir()) / "nanoserve-cpu-smoke"

@@ -85,6 +85,33 @@ class BenchEngine:
         """Generate; return the number of output tokens of each request (timed)."""
         raise NotImplementedError
 
+    def run_timed(self, prepared) -> tuple:
+        """Like `run`, and also the `time.perf_counter()` at which every request had its first token.
+
+        The default counts `step()` calls: after the step that gives the last request its first
+        token, each further step gives it one more, so that step is the `max(counts)`-th from the
+        end (exact for engines that decode every running request each step)."""
+        owner = self.step_owner()
+        if owner is None:
+            raise NotImplementedError(f"{self.name}: no step() to time the first token by")
+        ends, original = [], owner.step
+
+        def counted_step(*args, **kwargs):
+            result = original(*args, **kwargs)
+            ends.append(time.perf_counter())
+            return result
+
+        owner.step = counted_step  # an instance attribute shadows the method until removed
+        try:
+            counts = self.run(prepared)
+        finally:
+            if "step" in vars(owner):
+                del owner.step
+        longest = max(counts, default=0)
+        if longest < 1 or len(ends) < longest:
+            raise RuntimeError(f"{self.name}: {len(ends)} steps for {longest} output tokens; cannot time the first token")
+        return counts, ends[len(ends) - longest]
+
     def reset_prefix_cache(self) -> bool:
         """Forget cached prefixes so that a run cannot profit from the previous one; False if unsupported."""
         return False

@@ -10,6 +10,7 @@ __all__ = ['ENGINES', 'SHARED_OPTIONS', 'NANO_VLLM_OPTIONS', 'NANO_VLLM_IGNORED'
 import atexit
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from .engine_base import BenchEngine
@@ -61,6 +62,16 @@ class NanoserveEngine(OfflineApiEngine):
 
         return SamplingParams(**kwargs)
 
+    def run_timed(self, prepared):
+        """One generate call; the first-token moment from the outputs' own timestamps (RequestMetrics)."""
+        prompts, params = prepared
+        wall, perf = time.time(), time.perf_counter()  # metrics use time.time(); answers use perf_counter
+        outputs = self.llm.generate(prompts, params, use_tqdm=False)
+        firsts = [o.metrics.first_token_time if o.metrics else None for o in outputs]
+        if None in firsts:
+            raise RuntimeError("nanoserve: an output carries no first_token_time")
+        return [len(o.outputs[0].token_ids) for o in outputs], perf + (max(firsts) - wall)
+
     def step_owner(self):
         return self.llm.llm_engine  # the LLMEngine whose step() generate calls
 
@@ -89,6 +100,9 @@ class VllmEngine(OfflineApiEngine):
 
         extra = {"detokenize": False} if self.options.get("skip_tokenizer_init") else {}
         return vllm.SamplingParams(**kwargs, **extra)
+
+    def step_owner(self):
+        return self.llm.llm_engine  # LLM.generate calls its step() once per engine-core output
 
     def memory(self):
         out = super().memory()
@@ -203,7 +217,7 @@ class TransformersEngine(BenchEngine):
     def prepare(self, requests, temperature):
         return list(requests), temperature
 
-    def run(self, prepared):
+    def run(self, prepared, streamer=None):
         import torch
 
         requests, temperature = prepared
@@ -221,16 +235,39 @@ class TransformersEngine(BenchEngine):
                 else dict(do_sample=False)
             with torch.no_grad():
                 out = self.hf_model.generate(input_ids=ids.to(self.device), attention_mask=mask.to(self.device),
-                                          max_new_tokens=steps, min_new_tokens=steps, pad_token_id=0, **sampling)
+                                          max_new_tokens=steps, min_new_tokens=steps, pad_token_id=0,
+                                          streamer=streamer, **sampling)
             produced = out.shape[1] - width
             counts += [min(r.max_tokens, produced) for r in chunk]  # useful tokens only
         return counts
+
+    def run_timed(self, prepared):
+        """One pass over the batches; the first token is when the last batch got its first token."""
+        streamer = _FirstTokenStreamer()
+        counts = self.run(prepared, streamer=streamer)
+        return counts, streamer.first_token_at
 
     def reset_prefix_cache(self):
         return True  # no cache survives a generate call
 
     def close(self):
         self.hf_model = None
+
+
+class _FirstTokenStreamer:
+    """A transformers streamer that notes when each generate call hands over its first new tokens."""
+
+    def __init__(self):
+        self.first_token_at, self._fresh = None, True
+
+    def put(self, tokens):
+        if self._fresh:  # generate's first put is the prompt itself
+            self._fresh = False
+        elif self._fresh is False:
+            self.first_token_at, self._fresh = time.perf_counter(), None
+
+    def end(self):
+        self._fresh = True  # the next batch's generate call starts again with its prompt
 
 
 ENGINE_CLASSES = {"nanoserve": NanoserveEngine, "vllm": VllmEngine, "nano-vllm": NanoVllmEngine,

@@ -4,7 +4,7 @@
 __all__ = ['WORDS', 'RequestResult', 'sample_requests', 'arrivals', 'send_request', 'run_requests', 'percentiles', 'summarize',
            'parse_slos', 'table', 'benchmark', 'bench_serve_parser', 'summary_table', 'main']
 
-# %% ../../chapters/12_serving.ipynb #c048
+# %% ../../chapters/12_serving.ipynb #c063
 """`python -m nanoserve.bench serve`: an online benchmark of any OpenAI-compatible server (chapter 12)."""
 import argparse
 import asyncio
@@ -70,7 +70,7 @@ async def arrivals(requests: list, rate: float, seed: int):
         if rate != math.inf and i + 1 < len(requests):
             await asyncio.sleep(rng.expovariate(rate))
 
-# %% ../../chapters/12_serving.ipynb #c049
+# %% ../../chapters/12_serving.ipynb #c064
 async def send_request(client, url: str, model: str, prompt, prompt_len: int, max_tokens: int, origin: float,
                        extra: dict) -> RequestResult:
     """One streamed /v1/completions request; records when each chunk arrives."""
@@ -104,7 +104,12 @@ async def send_request(client, url: str, model: str, prompt, prompt_len: int, ma
         result.end = time.perf_counter() - origin
         result.output_tokens = result.output_tokens or chunks_with_text
     except Exception as e:  # a refused connection or a dropped stream counts as a failed request
-        result.error = f"{type(e).__name__}: {e}"[:300]
+        import httpx
+
+        if isinstance(e, httpx.ConnectError):
+            result.error = f"connection refused to {url} (is a server running there?): {e}"[:300]
+        else:
+            result.error = f"{type(e).__name__}: {e}"[:300]
     return result
 
 
@@ -128,7 +133,7 @@ async def run_requests(base_url: str, model: str, requests: list, rate: float, s
         results = await asyncio.gather(*tasks)
     return list(results), time.perf_counter() - origin
 
-# %% ../../chapters/12_serving.ipynb #c050
+# %% ../../chapters/12_serving.ipynb #c065
 def percentiles(values: list, ps=(50, 90, 99)) -> dict:
     """mean and p50/p90/p99 (nearest-rank on the sorted values), in the values' unit; None when empty."""
     if not values:
@@ -173,7 +178,7 @@ def parse_slos(items: list) -> dict:
         slos[key] = float(value)
     return slos
 
-# %% ../../chapters/12_serving.ipynb #c051
+# %% ../../chapters/12_serving.ipynb #c066
 def table(summary: dict, label: str = "") -> str:
     """The human summary: throughputs, then latency percentiles in ms."""
     s = summary
@@ -221,7 +226,7 @@ def _run_coroutine(coro):
     with ThreadPoolExecutor(1) as pool:
         return pool.submit(asyncio.run, coro).result()
 
-# %% ../../chapters/12_serving.ipynb #c052
+# %% ../../chapters/12_serving.ipynb #c067
 def bench_serve_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="python -m nanoserve.bench serve",
                                 description="Online benchmark of an OpenAI-compatible server (streamed completions).")
@@ -242,7 +247,7 @@ def bench_serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--result-file", default=None, help="file name inside --out (default: derived)")
     return p
 
-# %% ../../chapters/12_serving.ipynb #c053
+# %% ../../chapters/12_serving.ipynb #c068
 def summary_table(paths: list) -> str:
     """One row per result file (engine, rate): throughputs and p50/p99 latencies in ms."""
     files = [f for p in paths for f in (sorted(Path(p).glob("*.json")) if Path(p).is_dir() else [Path(p)])]
@@ -289,6 +294,10 @@ def main(argv=None) -> int:
     out.mkdir(parents=True, exist_ok=True)
     (out / name).write_text(json.dumps(result, indent=1, default=str) + "\n")
     print(table(result["metrics"], args.label))
+    m = result["metrics"]
+    if m["failed"]:
+        print(f"[bench serve] {m['completed']} / {args.num_prompts} requests completed; "
+              f"{m['failed']} failed: {m['errors'][0]}")
     print(f"[bench serve] -> {out / name}", flush=True)
     return 0 if result["metrics"]["completed"] else 1
 

@@ -103,3 +103,32 @@ def render_snapshot(snap: dict, row: int = 32) -> str:
     lines.append(f"block pool: {snap['num_free_blocks']} of {snap['num_blocks']} free (block size {snap['block_size']})")
     lines += ["  " + " ".join(cells[i:i + row]) for i in range(0, len(cells), row)]
     return "\n".join(lines)
+
+
+def token_steps(scheduler, arrivals, sample=content_token) -> tuple:
+    """run_workload, also noting at which step each sequence got each token: (records, {seq_id: [steps]})."""
+    steps, when = [0], {}
+    schedule = scheduler.schedule
+
+    def counting_schedule():
+        steps[0] += 1
+        return schedule()
+
+    def noting_sample(seq):
+        when.setdefault(seq.seq_id, []).append(steps[0] - 1)
+        return sample(seq)
+
+    scheduler.schedule = counting_schedule
+    try:
+        records = run_workload(scheduler, arrivals, noting_sample)
+    finally:
+        del scheduler.schedule
+    return records, when
+
+
+def latency_in_steps(arrivals: dict, when: dict) -> dict:
+    """Mean steps from arrival to first token, and the longest gap between two tokens of one sequence."""
+    arrived = {s.seq_id: step for step, seqs in arrivals.items() for s in seqs}
+    first = [when[i][0] - arrived[i] for i in arrived]
+    gaps = [b - a for steps in when.values() for a, b in zip(steps, steps[1:])]
+    return {"mean_first_token": sum(first) / len(first), "max_gap": max(gaps, default=0)}

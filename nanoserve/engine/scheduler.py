@@ -6,7 +6,7 @@
 __all__ = ['SchedulerConfig', 'ScheduledBatch', 'check_stop', 'check_admissible', 'match_prefix', 'release_prefix',
            'num_tokens_to_schedule', 'SchedulerQueues', 'Scheduler']
 
-# %% ../../chapters/05_scheduler.ipynb #c011
+# %% ../../chapters/05_scheduler.ipynb #c019
 """Continuous batching: decide which tokens of which sequences run in each step (chapter 05)."""
 import bisect
 from collections import deque
@@ -73,7 +73,7 @@ class ScheduledBatch:
         """The sequences that get a new token this step, in batch order."""
         return [s for s, x in zip(self.seqs, self.samples) if x]
 
-# %% ../../chapters/05_scheduler.ipynb #c013
+# %% ../../chapters/05_scheduler.ipynb #c021
 def check_stop(seq: Sequence, max_model_len: int) -> str | None:
     """After a token was appended: "stop" (EOS or a stop token, once min_tokens are out), "length", or None."""
     params, num_output = seq.params, len(seq.token_ids) - seq.num_prompt_tokens
@@ -88,7 +88,7 @@ def check_stop(seq: Sequence, max_model_len: int) -> str | None:
         return "length"
     return None
 
-# %% ../../chapters/05_scheduler.ipynb #c015
+# %% ../../chapters/05_scheduler.ipynb #c023
 def check_admissible(seq: Sequence, config: SchedulerConfig, block_manager) -> None:
     """Raise TypeError/ValueError unless `seq` is a fresh Sequence that fits the model and the whole cache."""
     if not isinstance(seq, Sequence):
@@ -107,7 +107,7 @@ def check_admissible(seq: Sequence, config: SchedulerConfig, block_manager) -> N
             f"sequence {seq.seq_id!r} needs {need} KV blocks at full length but the whole cache "
             f"has {block_manager.num_blocks}")
 
-# %% ../../chapters/05_scheduler.ipynb #c017
+# %% ../../chapters/05_scheduler.ipynb #c025
 def match_prefix(block_manager, seq: Sequence) -> int | None:
     """Give a fresh sequence the cached blocks of its longest known prefix; return hit tokens
     (None when no lookup was made: no prefix cache, or the sequence already holds blocks)."""
@@ -129,7 +129,7 @@ def release_prefix(block_manager, seq: Sequence, hits: int | None) -> None:
     seq.block_table = []
     seq.num_computed_tokens = seq.num_cached_tokens = 0
 
-# %% ../../chapters/05_scheduler.ipynb #c019
+# %% ../../chapters/05_scheduler.ipynb #c027
 def num_tokens_to_schedule(seq: Sequence, budget: int, pending_decodes: int) -> int:
     """Tokens of running `seq` to compute now; `pending_decodes` counts the decodes after it in the step."""
     remaining = seq.num_tokens - seq.num_computed_tokens
@@ -139,7 +139,7 @@ def num_tokens_to_schedule(seq: Sequence, budget: int, pending_decodes: int) -> 
         return 1 if budget >= 1 else 0
     return min(remaining, budget - pending_decodes)
 
-# %% ../../chapters/05_scheduler.ipynb #c021
+# %% ../../chapters/05_scheduler.ipynb #c029
 class SchedulerQueues:
     """Waiting and running queues over a block manager: `add`, then `update` after each step, `finish`."""
 
@@ -228,7 +228,7 @@ class SchedulerQueues:
         seq.status = SequenceStatus.FINISHED
         seq.finish_reason = reason
 
-# %% ../../chapters/05_scheduler.ipynb #c023
+# %% ../../chapters/05_scheduler.ipynb #c032
 class Scheduler(SchedulerQueues):
     """The scheduling policy over `SchedulerQueues`: one `schedule()` + `update()` per step."""
 

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['RequestAborted', 'RequestGroup', 'AsyncEngine']
 
-# %% ../../chapters/12_serving.ipynb #c018
+# %% ../../chapters/12_serving.ipynb #c021
 """One engine, many connections: a worker thread steps the engine, asyncio queues carry the outputs (chapter 12)."""
 import asyncio
 import threading
@@ -29,6 +29,7 @@ class RequestGroup:
         self.first_token_time: dict = {}  # request id -> when its first token reached this loop
         self.num_prompt_tokens: dict = {}
         self.num_output_tokens = dict.fromkeys(request_ids, 0)
+        self.ended: RequestAborted | None = None  # set when the server ended the group early
 
     def __aiter__(self):
         return self._deltas()
@@ -43,6 +44,8 @@ class RequestGroup:
                     raise RequestAborted(f"request {item.request_id} was aborted before it finished")
                 self._account(item)
                 yield item
+        if self.ended is not None:
+            raise self.ended
 
     def _account(self, out) -> None:
         """Timestamps and token counts for /metrics and usage."""
@@ -55,6 +58,8 @@ class RequestGroup:
         if out.finished:
             self.unfinished.discard(rid)
             self.engine.metrics.observe_request(self, rid, out, now)
+            if not self.unfinished:
+                self.engine._groups.discard(self)
 
     async def final_outputs(self) -> list:
         """Wait for the whole group; one merged RequestOutput per prompt, in prompt order."""
@@ -68,12 +73,28 @@ class RequestGroup:
 
     def abort(self) -> None:
         """Abort every request of the group that has not finished (a no-op once all have)."""
+        self.engine._groups.discard(self)
         for rid in list(self.unfinished):
             self.unfinished.discard(rid)
             self.engine.abort(rid)
             self.engine.metrics.count_abort()
 
-# %% ../../chapters/12_serving.ipynb #c019
+    def end(self, reason: str) -> None:
+        """From the group's loop: abort it, and make its reader raise RequestAborted(reason)."""
+        if self.unfinished:
+            self.ended = RequestAborted(reason)
+            self.abort()
+            self.queue.put_nowait([])  # wakes a reader waiting for the next step
+
+# %% ../../chapters/12_serving.ipynb #c022
+def _post(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
+    """loop.call_soon_threadsafe, except that a loop already closed (its server is gone) is skipped."""
+    try:
+        loop.call_soon_threadsafe(fn, *args)
+    except RuntimeError:
+        pass
+
+
 def _settle(future: asyncio.Future, error) -> None:
     """Resolve an admission future on its loop (unless its waiter gave up)."""
     if not future.done():
@@ -85,7 +106,7 @@ def _deliver(deliveries: list) -> None:
     for group, items in deliveries:
         group.queue.put_nowait(items)
 
-# %% ../../chapters/12_serving.ipynb #c021
+# %% ../../chapters/12_serving.ipynb #c024
 class _EngineWorker:
     """The worker thread's half of AsyncEngine: admit queued requests, step, hand outputs to their loops."""
 
@@ -114,10 +135,10 @@ class _EngineWorker:
             requests = [self.engine.process_request(p, params, rid, stream_text=True)
                         for p, rid in zip(prompts, group.request_ids)]
         except Exception as e:  # the door checks: ValueError/TypeError become HTTP 400s
-            group.loop.call_soon_threadsafe(_settle, accepted, e)
+            _post(group.loop, _settle, accepted, e)
             return
         self._live[group] = (self.router.add(requests, wants_deltas=True), set(group.request_ids))
-        group.loop.call_soon_threadsafe(_settle, accepted, None)
+        _post(group.loop, _settle, accepted, None)
 
     def _step(self) -> None:
         """One engine step (or a wait for an abort in progress); then deliver, one callback per loop."""
@@ -125,7 +146,7 @@ class _EngineWorker:
             self.router.advance()
         except Exception as e:  # an engine failure ends every live request with that error
             for group in list(self._live):
-                group.loop.call_soon_threadsafe(_deliver, [(group, [e])])
+                _post(group.loop, _deliver, [(group, [e])])
             self._live.clear()
             return
         by_loop: dict = {}
@@ -141,7 +162,7 @@ class _EngineWorker:
             if not unfinished:
                 del self._live[group]
         for loop, deliveries in by_loop.items():
-            loop.call_soon_threadsafe(_deliver, deliveries)
+            _post(loop, _deliver, deliveries)
 
     def shutdown(self) -> None:
         """Stop the worker, end every open request with RequestAborted, free the engine; safe twice."""
@@ -153,20 +174,24 @@ class _EngineWorker:
             self._wake.notify()
         self._thread.join(timeout=60)
         for group, prompts, params, accepted in inbox:
-            group.loop.call_soon_threadsafe(_settle, accepted, RequestAborted("the server is shutting down"))
+            _post(group.loop, _settle, accepted, RequestAborted("the server is shutting down"))
         for group in list(self._live):
-            group.loop.call_soon_threadsafe(_deliver, [(group, [Aborted(r) for r in group.request_ids])])
+            _post(group.loop, _deliver, [(group, [Aborted(r) for r in group.request_ids])])
         self._live.clear()
         self.router.close()
         with self.router.turn():
             self.engine.shutdown()
+        self.tokenizing.close()
+        if self.renderer is not None:
+            self.renderer.close()
 
-# %% ../../chapters/12_serving.ipynb #c022
+# %% ../../chapters/12_serving.ipynb #c025
 class AsyncEngine(_EngineWorker):
     """The engine behind an asyncio front end: requests from any coroutine, steps on one worker thread."""
 
-    def __init__(self, engine: LLMEngine, metrics=None):
+    def __init__(self, engine: LLMEngine, metrics=None, tokenize_threads: int = 2):
         from nanoserve.entrypoints.metrics import ServerMetrics
+        from nanoserve.entrypoints.render import Tokenizing
 
         self.engine = engine
         self.router = OutputRouter(engine)  # chapter 06: each request's outputs reach its own mailbox
@@ -177,6 +202,10 @@ class AsyncEngine(_EngineWorker):
         self._cancelled: set = set()  # ids aborted before the router knew them
         self._live: dict = {}  # group -> (router mailbox, request ids not yet finished), worker-only
         self._stopping = False
+        self._closing = None  # why new requests are refused (set by end_all)
+        self._groups: set = set()  # open groups, event-loop side: end_all reaches them
+        self.tokenizing = Tokenizing(engine.tokenizer, tokenize_threads)  # text prompts never reach the worker
+        self.renderer = None  # the chat-template renderer, made by template_renderer()
         self._thread = threading.Thread(target=self._run, name="nanoserve-engine", daemon=True)
         self._thread.start()
 
@@ -189,23 +218,47 @@ class AsyncEngine(_EngineWorker):
     def tokenizer(self):
         return self.engine.tokenizer
 
+    def template_renderer(self, timeout: float = 5.0):
+        """This engine's chat-template renderer (child processes, started once; shutdown() stops them)."""
+        from nanoserve.entrypoints.render import TemplateRenderer
+
+        if self.renderer is None:
+            self.renderer = TemplateRenderer(self.tokenizer, timeout)
+        self.renderer.timeout = timeout
+        return self.renderer
+
     async def generate(self, prompts: list, params, request_id: str) -> RequestGroup:
-        """Queue one request per prompt (all or none); the engine's door checks raise here."""
+        """Tokenize (on the pool), then queue one request per prompt (all or none); door checks raise here."""
         loop = asyncio.get_running_loop()
+        if self._closing:
+            raise RequestAborted(self._closing)
+        prompts = [await self.tokenizing.prompt(p) for p in prompts]
         ids = [f"{request_id}-{i}" for i in range(len(prompts))]
         group = RequestGroup(self, ids, loop)
         accepted = loop.create_future()
         with self._wake:
-            if self._stopping:
-                raise RequestAborted("the server is shutting down")
+            if self._stopping or self._closing:
+                raise RequestAborted(self._closing or "the server is shutting down")
             self._inbox.append((group, prompts, params, accepted))
             self._wake.notify()
+        self._groups.add(group)
         try:
             await accepted  # the worker checks the prompts between two steps
         except asyncio.CancelledError:
             group.abort()
             raise
+        except BaseException:
+            self._groups.discard(group)
+            raise
         return group
+
+    def end_all(self, reason: str = "the server is shutting down") -> int:
+        """On the event loop: refuse new requests, end every open group with RequestAborted; how many."""
+        self._closing = reason
+        groups = list(self._groups)
+        for group in groups:
+            _post(group.loop, group.end, reason)
+        return len(groups)
 
     def abort(self, request_id: str) -> None:
         """Abort a request from any thread; its blocks are freed before the next step."""

@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['NoFreeBlocksError', 'BlockManager']
 
-# %% ../../chapters/03_paged_kv.ipynb #c010
+# %% ../../chapters/03_paged_kv.ipynb #c011
 from collections import OrderedDict
 
 
@@ -18,7 +18,7 @@ def _check_count(name, value, minimum):
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
 
-# %% ../../chapters/03_paged_kv.ipynb #c012
+# %% ../../chapters/03_paged_kv.ipynb #c015
 class BlockManager:
     """Hands out fixed-size KV blocks from a pool, with reference counts and an O(1) free queue."""
 

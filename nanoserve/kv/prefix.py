@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['block_hash', 'CachedBlock', 'PrefixCachingBlockManager']
 
-# %% ../../chapters/04_prefix_cache.ipynb #c006
+# %% ../../chapters/04_prefix_cache.ipynb #c007
 import hashlib
 import struct
 from dataclasses import dataclass
@@ -30,7 +30,7 @@ class CachedBlock:
     parent_hash: int | None
     token_ids: tuple
 
-# %% ../../chapters/04_prefix_cache.ipynb #c015
+# %% ../../chapters/04_prefix_cache.ipynb #c020
 class PrefixCachingBlockManager(BlockManager):
     """BlockManager whose full blocks are found again by chained hash and reused across requests."""
 

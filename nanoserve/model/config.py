@@ -3,7 +3,7 @@
 # %% auto #0
 __all__ = ['FAMILY_DEFAULTS', 'COMMON_DEFAULTS', 'DEFAULT_ROPE_THETA', 'rope_parameters', 'ModelConfig']
 
-# %% ../../chapters/01_qwen3.ipynb #c048
+# %% ../../chapters/01_qwen3.ipynb #c050
 """A checkpoint's config.json as an attribute object, read without importing transformers (slow to import)."""
 import types
 

@@ -5,7 +5,7 @@ __all__ = ['ROPE_TYPES', 'RMSNorm', 'scale_inv_freq', 'RotaryEmbedding', 'SiluAn
            'default_weight_loader', 'Linear', 'StackedLinear', 'MergedLinear', 'QKVLinear', 'VocabEmbedding', 'LMHead',
            'DenseLayers']
 
-# %% ../../chapters/01_qwen3.ipynb #c007
+# %% ../../chapters/01_qwen3.ipynb #c009
 """Building blocks of the Qwen3 model: norms, rotary embeddings, activation, and the layer factory."""
 import math
 
@@ -39,7 +39,7 @@ class RMSNorm(nn.Module):
         x = x + residual
         return self._norm(x), x
 
-# %% ../../chapters/01_qwen3.ipynb #c010
+# %% ../../chapters/01_qwen3.ipynb #c012
 ROPE_TYPES = ("default", "linear", "llama3")
 
 
@@ -62,7 +62,7 @@ def scale_inv_freq(inv_freq: torch.Tensor, scaling: dict | None) -> torch.Tensor
     return torch.where(wavelen > original / low, inv_freq / factor,
                        torch.where(wavelen < original / high, inv_freq, blended))
 
-# %% ../../chapters/01_qwen3.ipynb #c011
+# %% ../../chapters/01_qwen3.ipynb #c013
 class RotaryEmbedding(nn.Module):
     """Neox-style rotary position embedding (rotate-half), with cos/sin tables precomputed per position."""
 
@@ -92,7 +92,7 @@ class RotaryEmbedding(nn.Module):
         k = k * cos + self.rotate_half(k) * sin
         return q, k
 
-# %% ../../chapters/01_qwen3.ipynb #c016
+# %% ../../chapters/01_qwen3.ipynb #c018
 class SiluAndMul(nn.Module):
     """SwiGLU's gate: silu(first half) * second half of the last dimension."""
 
@@ -100,7 +100,7 @@ class SiluAndMul(nn.Module):
         gate, up = x.chunk(2, dim=-1)
         return F.silu(gate) * up
 
-# %% ../../chapters/01_qwen3.ipynb #c019
+# %% ../../chapters/01_qwen3.ipynb #c021
 def materialize(src) -> torch.Tensor:
     """A tensor as is, or the whole of a lazy safetensors slice."""
     return src if isinstance(src, torch.Tensor) else src[:]
@@ -120,7 +120,7 @@ def default_weight_loader(param: torch.Tensor, tensor, shard_id=None) -> None:
         raise ValueError(f"this parameter is not stacked; got shard id {shard_id!r}")
     copy_into(param.data, materialize(tensor))
 
-# %% ../../chapters/01_qwen3.ipynb #c020
+# %% ../../chapters/01_qwen3.ipynb #c022
 class Linear(nn.Module):
     """y = x Wᵀ (+ b), with a weight_loader on each parameter."""
 
@@ -181,7 +181,7 @@ class QKVLinear(StackedLinear):
         self.q_size, self.kv_size = n_heads * head_dim, n_kv_heads * head_dim
         super().__init__(hidden, {"q": self.q_size, "k": self.kv_size, "v": self.kv_size}, bias)
 
-# %% ../../chapters/01_qwen3.ipynb #c022
+# %% ../../chapters/01_qwen3.ipynb #c024
 class VocabEmbedding(nn.Module):
     """Token id -> row of a [vocab, hidden] table."""
 
@@ -210,7 +210,7 @@ class LMHead(VocabEmbedding):
     def forward(self, hidden: torch.Tensor) -> torch.Tensor:
         return F.linear(hidden, self.weight)
 
-# %% ../../chapters/01_qwen3.ipynb #c024
+# %% ../../chapters/01_qwen3.ipynb #c026
 class DenseLayers:
     """The model's layer factory: whole matrices on one device."""
 

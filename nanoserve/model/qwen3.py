@@ -4,7 +4,7 @@
 __all__ = ['rope_theta', 'rope_scaling', 'head_dim', 'attention_switches', 'uncached_causal_attention', 'Qwen3Attention',
            'Qwen3MLP', 'Qwen3DecoderLayer', 'Qwen3Model', 'Qwen3ForCausalLM']
 
-# %% ../../chapters/01_qwen3.ipynb #c031
+# %% ../../chapters/01_qwen3.ipynb #c033
 """Qwen3 decoder-only transformer, written for an inference engine: flat tokens, pluggable attention."""
 import torch
 import torch.nn.functional as F
@@ -50,7 +50,7 @@ def uncached_causal_attention(q: torch.Tensor, k: torch.Tensor, v: torch.Tensor,
                                          is_causal=True, scale=scale)
     return out.transpose(0, 1)
 
-# %% ../../chapters/01_qwen3.ipynb #c032
+# %% ../../chapters/01_qwen3.ipynb #c034
 class Qwen3Attention(nn.Module):
     """Grouped-query attention with per-head RMSNorm on q and k (Qwen3 only), then rotary embeddings."""
 
@@ -81,7 +81,7 @@ class Qwen3Attention(nn.Module):
             out = batch.backend.forward(q, k, v, self.layer_idx, batch)
         return self.o_proj(out.reshape(T, self.num_heads * self.head_dim))
 
-# %% ../../chapters/01_qwen3.ipynb #c033
+# %% ../../chapters/01_qwen3.ipynb #c035
 class Qwen3MLP(nn.Module):
     """SwiGLU feed-forward: down(silu(gate(x)) * up(x)), with gate and up fused."""
 
@@ -94,7 +94,7 @@ class Qwen3MLP(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         return self.down_proj(self.act(self.gate_up_proj(x)))
 
-# %% ../../chapters/01_qwen3.ipynb #c039
+# %% ../../chapters/01_qwen3.ipynb #c041
 class Qwen3DecoderLayer(nn.Module):
     """Pre-norm block; the residual stream is carried alongside so each norm can also do the residual add."""
 
@@ -114,7 +114,7 @@ class Qwen3DecoderLayer(nn.Module):
         hidden, residual = self.post_attention_layernorm(hidden, residual)
         return self.mlp(hidden), residual
 
-# %% ../../chapters/01_qwen3.ipynb #c040
+# %% ../../chapters/01_qwen3.ipynb #c042
 class Qwen3Model(nn.Module):
     """Embedding, decoder layers, final norm: token ids [T] -> hidden states [T, H]."""
 

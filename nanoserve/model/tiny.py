@@ -4,7 +4,7 @@
 __all__ = ['QWEN3_0_6B_CONFIG', 'QWEN3_VOCAB_SIZE', 'FAMILIES', 'TINY_LLAMA3_ROPE', 'tiny_qwen3_config', 'tiny_config',
            'make_tiny_checkpoint', 'make_checkpoint_from_config']
 
-# %% ../../chapters/01_qwen3.ipynb #c042
+# %% ../../chapters/01_qwen3.ipynb #c044
 """Tiny random-weight checkpoints (Qwen3, Qwen2, Llama) for tests and chapters, and full-size random ones for benchmarks."""
 import json
 from pathlib import Path
@@ -51,7 +51,7 @@ def tiny_config(family: str = "qwen3", **overrides):
     fields.update(overrides)
     return FAMILIES[family][0](**fields)
 
-# %% ../../chapters/01_qwen3.ipynb #c044
+# %% ../../chapters/01_qwen3.ipynb #c046
 def _save_random_model(config, path: Path, seed: int, dtype: torch.dtype) -> None:
     """Build transformers' model of the config's family with seeded random weights and save it as safetensors."""
     model_class = getattr(transformers, FAMILIES[config.model_type][1])

@@ -290,8 +290,20 @@ class Chapter:
         self.page.set_viewport_size(VIEWPORT)
         return paths
 
+    def save(self):
+        """Save the notebook as JupyterLab holds it (outputs and metadata) to its file."""
+        self.page.evaluate("() => window.__nb.context.save()")
+
+    def widget_errors(self):
+        """Text of every error or traceback shown inside a widget's output area."""
+        return self.page.evaluate("""() => [...document.querySelectorAll('.widget-output')]
+            .flatMap(o => [...o.querySelectorAll('[data-mime-type="application/vnd.jupyter.error"], .jp-RenderedText')])
+            .map(n => n.innerText).filter(t => /Traceback|Error:/.test(t))""")
+
     def close(self):
-        """Shut the kernel down and close the page."""
+        """Shut the kernel down and close the page (once: a test may close a chapter before its fixture does)."""
+        if self.page.is_closed():
+            return
         try:
             self.page.evaluate("() => window.__nb && window.__nb.sessionContext.shutdown()")
         finally:
@@ -311,3 +323,73 @@ def describe_errors(errors):
             hint = "  <- a CUDA error in a cell not tagged gpu"
         lines.append(f"cell {e['cell']}{tags}: {e['ename']}: {first}{hint}")
     return lines
+
+
+# --- the rendered book (tests/browser/test_book.py): a static server and a browser, no JupyterLab ---
+
+def missing_browser():
+    """Why headless chromium cannot be driven here, or None when it can."""
+    try:
+        import playwright.sync_api  # noqa: F401
+    except ImportError:
+        return "playwright is not installed in this Python (pip install playwright)"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"{CHROMIUM} is missing (apt-get install -y chromium)"
+    return None
+
+
+class StaticSite:
+    """Python's http.server on 127.0.0.1 serving a folder, started and stopped by pid."""
+
+    def __init__(self, root_dir, start_timeout=30):
+        self.root_dir, self.start_timeout = Path(root_dir), start_timeout
+        self.port, self.proc = free_port(), None
+
+    def url(self, path=""):
+        """Address of path on this server."""
+        return f"http://127.0.0.1:{self.port}/{path}"
+
+    def start(self):
+        """Start the server and wait until it answers."""
+        cmd = [sys.executable, "-m", "http.server", str(self.port), "--bind", "127.0.0.1",
+               "--directory", str(self.root_dir)]
+        self.proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+        deadline = time.monotonic() + self.start_timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"http.server exited with {self.proc.returncode}")
+            try:
+                with direct.open(self.url(), timeout=5) as r:
+                    if r.status == 200:
+                        return self
+            except OSError:
+                time.sleep(0.2)
+        raise RuntimeError(f"http.server did not answer in {self.start_timeout} s")
+
+    def stop(self):
+        """Stop the server by its pid."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+
+
+@contextmanager
+def site_in_browser(root_dir):
+    """Yield (site, browser) for a static folder served on 127.0.0.1, cleaning everything up."""
+    from playwright.sync_api import sync_playwright
+
+    site = StaticSite(root_dir).start()
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=CHROMIUM, headless=True)
+            try:
+                yield site, browser
+            finally:
+                browser.close()
+    finally:
+        site.stop()

@@ -29,38 +29,70 @@ def tiny_model_dir(tmp_path_factory):
     return make_tiny_checkpoint(tmp_path_factory.mktemp("tiny_serve"), with_tokenizer=True)
 
 
-@pytest.fixture(scope="session")
-def server(tiny_model_dir, tmp_path_factory):
-    """The base URL of a running server; the process is stopped when the session ends."""
-    port = free_port()
-    log = tmp_path_factory.mktemp("serve_log") / "server.log"
-    cmd = [sys.executable, "-m", "nanoserve.serve", "serve", str(tiny_model_dir), "--host", "127.0.0.1",
-           "--port", str(port), "--served-model-name", MODEL_NAME, "--device", "cpu",
-           "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", str(MAX_NUM_SEQS), "--log-level", "warning"]
-    with open(log, "w") as out:
-        proc = subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, env={**os.environ, "PYTHONUNBUFFERED": "1"})
-    url = f"http://127.0.0.1:{port}"
-    try:
-        deadline = time.monotonic() + 180
+class ServerProcess:
+    """`python -m nanoserve.serve serve MODEL ...` on 127.0.0.1 and a free port; its log in a file."""
+
+    def __init__(self, model_dir, log_path, *flags, max_num_seqs: int = MAX_NUM_SEQS):
+        self.port, self.log_path = free_port(), log_path
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.cmd = [sys.executable, "-m", "nanoserve.serve", "serve", str(model_dir), "--host", "127.0.0.1",
+                    "--port", str(self.port), "--served-model-name", MODEL_NAME, "--device", "cpu",
+                    "--max-model-len", str(MAX_MODEL_LEN), "--max-num-seqs", str(max_num_seqs),
+                    "--log-level", "warning", *flags]
+        self.proc = None
+
+    def start(self, timeout: float = 180) -> "ServerProcess":
+        with open(self.log_path, "w") as out:
+            self.proc = subprocess.Popen(self.cmd, stdout=out, stderr=subprocess.STDOUT,
+                                         env={**os.environ, "PYTHONUNBUFFERED": "1"})
+        deadline = time.monotonic() + timeout
         while True:
-            if proc.poll() is not None:
-                raise RuntimeError(f"the server exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"the server exited with {self.proc.returncode}:\n{self.log()[-3000:]}")
             try:
-                if httpx.get(url + "/health", timeout=2, trust_env=False).status_code == 200:
-                    break
+                if httpx.get(self.url + "/health", timeout=2, trust_env=False).status_code == 200:
+                    return self
             except httpx.TransportError:
                 pass
             if time.monotonic() > deadline:
-                raise TimeoutError(f"the server did not answer /health in time:\n{log.read_text()[-3000:]}")
+                self.stop()
+                raise TimeoutError(f"the server did not answer /health in time:\n{self.log()[-3000:]}")
             time.sleep(0.3)
-        yield url
-    finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+
+    def log(self) -> str:
+        return self.log_path.read_text()
+
+    def stop(self) -> int:
+        """SIGTERM, then SIGKILL after 30 s; the exit code."""
+        if self.proc.poll() is None:
+            self.proc.terminate()
+            try:
+                self.proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(timeout=10)
+        return self.proc.returncode
+
+
+@pytest.fixture(scope="session")
+def start_server(tiny_model_dir, tmp_path_factory):
+    """start_server(*flags) -> a started ServerProcess with extra flags; every one is stopped at the end."""
+    started = []
+
+    def start(*flags, **kwargs):
+        log = tmp_path_factory.mktemp("serve_log") / "server.log"
+        started.append(ServerProcess(tiny_model_dir, log, *flags, **kwargs).start())
+        return started[-1]
+
+    yield start
+    for s in started:
+        s.stop()
+
+
+@pytest.fixture(scope="session")
+def server(start_server):
+    """The base URL of a running server with the default flags; the process is stopped when the session ends."""
+    return start_server().url
 
 
 @pytest.fixture(scope="session")

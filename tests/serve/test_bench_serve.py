@@ -24,11 +24,21 @@ def test_bench_client_writes_json_with_percentiles(server, tmp_path):
     assert len(result["requests"]) == 8 and all(r["first_token"] <= r["end"] for r in result["requests"])
 
 
-def test_bench_client_counts_failures(tmp_path):
+def test_bench_client_counts_failures(tmp_path, capsys):
     rc = main(["--base-url", "http://127.0.0.1:9", "--model", "x", "--num-prompts", "2", "--input-len", "4",
                "--output-len", "2", "--out", str(tmp_path), "--result-file", "fail.json"])
     assert rc == 1
     assert json.loads((tmp_path / "fail.json").read_text())["metrics"]["failed"] == 2
+    out = capsys.readouterr().out  # says why nothing completed
+    assert "0 / 2 requests completed" in out and "connection refused to http://127.0.0.1:9/v1/completions" in out
+
+
+def test_nanoserve_help_lists_its_commands(capsys):
+    from nanoserve.serve import main as nanoserve_main
+
+    assert nanoserve_main(["--help"]) == 0
+    out = capsys.readouterr().out
+    assert "serve MODEL" in out and "bench" in out
 
 
 def test_workload_and_statistics_helpers():

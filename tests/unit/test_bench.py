@@ -129,6 +129,10 @@ class FakeEngine:
         self.calls.append((requests, temperature))
         return [r.max_tokens for r in requests]
 
+    def run_timed(self, prepared):
+        counts = self.run(prepared)
+        return counts, time.perf_counter()
+
     def reset_prefix_cache(self):
         self.resets += 1
         return True
@@ -152,7 +156,8 @@ def test_measure_latency_reports_each_batch():
     eng = FakeEngine()
     m = measure_latency(eng, batch_sizes=(1, 4), length=8, reps=2)
     assert set(m["batches"]) == {"1", "4"}
-    assert len(eng.calls) == 2 * 2 * (2 + 1)  # two calls per repetition, plus a warm-up, per batch size
+    assert len(eng.calls) == 2 * (2 + 1)  # one call per repetition, plus a warm-up, per batch size
+    assert all(len(reqs) == 4 and {r.max_tokens for r in reqs} == {8} for reqs, _ in eng.calls[3:])
     assert all(t == 0.0 for _, t in eng.calls)  # greedy
     b = m["batches"]["4"]
     assert len(b["tpot_ms_runs"]) == 2 and b["tpot_ms"] == pytest.approx(sorted(b["tpot_ms_runs"])[0] / 2
@@ -416,10 +421,12 @@ class LLM:
         self.exited = False
 
     def generate(self, prompts, params, use_tqdm=True):
+        for step in range(max(p.max_tokens for p in params)):  # as nano-vllm: one prefill step, then decodes
+            self.step(prefill=step == 0)
         return [{"text": "", "token_ids": [1] * p.max_tokens} for p in params]
 
-    def step(self):
-        return [], 0
+    def step(self, prefill=False):
+        return [], 1 if prefill else -1
 
     def exit(self):
         self.exited = True

@@ -75,3 +75,49 @@ def test_unknown_exercise_is_a_clear_error():
         check_exercise("99.9", lambda: None)
     with pytest.raises(ValueError):
         check_exercise("nonsense", lambda: None)
+
+
+def _stub_block_manager():
+    class MyBlockManager:
+        def __init__(self, num_blocks, block_size):
+            raise NotImplementedError
+    return MyBlockManager
+
+
+def _stub_prefix_match():
+    def longest_cached_prefix(token_ids, block_size, lookup):
+        raise NotImplementedError
+    return longest_cached_prefix
+
+
+def _stub_scheduler():
+    from nanoserve.engine.scheduler import Scheduler
+
+    class MyScheduler(Scheduler):
+        def schedule(self):
+            raise NotImplementedError
+    return MyScheduler
+
+
+@pytest.mark.parametrize("exercise_id, stub", [("03.6", _stub_block_manager), ("04.7", _stub_prefix_match),
+                                               ("05.6", _stub_scheduler)])
+def test_build_it_yourself_checkers_pass_the_solution_and_not_the_stub(exercise_id, stub, capsys):
+    check_exercise(exercise_id, SOLUTIONS[exercise_id])
+    assert "passed" in capsys.readouterr().out
+    check_exercise(exercise_id, stub())
+    out = capsys.readouterr().out
+    assert "not attempted" in out and "passed" not in out
+    with pytest.raises(AssertionError):
+        check_exercise(exercise_id, WRONG[exercise_id])
+
+
+def test_the_readers_prefix_match_runs_a_whole_manager():
+    from nanoserve.course.build import with_prefix_match
+
+    manager = with_prefix_match(SOLUTIONS["04.7"])(num_blocks=8, block_size=4)
+    prompt = list(range(1, 11))
+    table = manager.allocate([], len(prompt))
+    manager.cache_blocks(table, prompt, len(prompt))
+    manager.free(table)
+    again = manager.match_prefix(prompt)
+    assert len(again) == 2 and manager.hit_rate == 0.8 and manager.num_free_blocks == 6

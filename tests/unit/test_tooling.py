@@ -219,3 +219,74 @@ def test_numbers_in_prose_must_be_marked_and_printed(tmp_path):
     problems = load_tool(tmp_path).prose_problems(path)
     assert problems == [" cell 1: '29 ms' has no <!--o--> (printed result) or <!--f--> (fact) marker",
                         " cell 1: '9.5×' is marked as a printed result but no output prints 9.5"]
+
+
+def _numbers_chapter(tmp_path, cells, name="01_strict.ipynb", recordings=None) -> Path:
+    """A chapter from ("md", text) and ("code", source, printed) items, and its recordings file if given."""
+    nb = nbformat.v4.new_notebook()
+    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
+    for i, item in enumerate(cells):
+        if item[0] == "md":
+            nb.cells.append(nbformat.v4.new_markdown_cell(item[1], id=f"c{i:03d}"))
+        else:
+            cell = nbformat.v4.new_code_cell(item[1], execution_count=i + 1, id=f"c{i:03d}")
+            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=item[2])] if item[2] else []
+            nb.cells.append(cell)
+    path = tmp_path / "chapters" / name
+    path.parent.mkdir(parents=True, exist_ok=True)
+    if recordings is not None:
+        (path.parent / "recordings").mkdir(exist_ok=True)
+        (path.parent / "recordings" / f"{path.stem}.json").write_text(json.dumps({"chapter": path.stem,
+                                                                                  "cells": recordings}))
+    nbformat.write(nb, path)
+    return path
+
+
+def _strict_problems(tmp_path, cells, **kw) -> list:
+    return load_tool(tmp_path).prose_problems(_numbers_chapter(tmp_path, cells, **kw), strict=True)
+
+
+def test_strict_numbers_accept_a_result_printed_with_its_unit_in_its_section(tmp_path):
+    cells = [("md", "## Timing\nA step takes 4.2 ms<!--o-->, 5.1×<!--o--> faster, at 7,500 tok/s<!--o-->."),
+             ("code", "print(t)", "step: 4.2 ms, speed-up 5.1x\nengine  tok/s\nours    7500\n")]
+    assert _strict_problems(tmp_path, cells) == []
+
+
+def test_strict_numbers_reject_a_stale_number(tmp_path):
+    cells = [("md", "## Timing\nA step takes 4.2 ms<!--o-->."), ("code", "print(t)", "step: 3.9 ms\n")]
+    assert _strict_problems(tmp_path, cells) == [
+        " cell 0: '4.2 ms' is marked as a printed result but no output of this section prints 4.2 ms"]
+
+
+def test_strict_numbers_reject_a_unitless_match(tmp_path):
+    cells = [("md", "## Timing\nA step takes 42 ms<!--o-->."), ("code", "print(n)", "blocks: 42\n")]
+    assert _strict_problems(tmp_path, cells) == [
+        " cell 0: '42 ms' is marked as a printed result but this section's outputs print 42 without 'ms'"]
+
+
+def test_strict_numbers_reject_a_number_found_only_in_a_code_comment(tmp_path):
+    cells = [("md", "## Timing\nA step takes 4.2 ms<!--o-->."),
+             ("code", "t = step()  # 4.2 ms on the H200\nprint('done')", "done\n")]
+    problems = _strict_problems(tmp_path, cells)
+    assert " cell 0: '4.2 ms' is marked as a printed result but no output of this section prints 4.2 ms" in problems
+    assert any(p.startswith(" cell 1: '4.2 ms' in a code comment") for p in problems), problems
+
+
+def test_strict_numbers_look_in_the_same_section_only(tmp_path):
+    cells = [("code", "print(t)", "step: 4.2 ms\n"), ("md", "## Later\nA step takes 4.2 ms<!--o-->.")]
+    assert len(_strict_problems(tmp_path, cells)) == 1
+    # the loose rule of chapters not yet in STRICT still accepts the bare number anywhere
+    assert load_tool(tmp_path).prose_problems(tmp_path / "chapters" / "01_strict.ipynb") == []
+
+
+def test_strict_numbers_read_a_named_recording_and_flag_stale_sessions(tmp_path):
+    recordings = {"steps": {"recorded": "2026-12-01", "source": "", "outputs": [
+        {"output_type": "stream", "name": "stdout", "text": "session 2026-12-01T12:00:48Z: 6.28 ms\n"}]}}
+    cells = [("md", "## H200\nOn session `2026-12-01T12:00:48Z` a step took 6.28 ms<!--o:steps-->; "
+                    "on `2026-11-29T08:00:00Z` it took 6.79 ms<!--o:steps-->, and 1.5 ms<!--o:nope-->."),
+             ("code", "print(1)", "1\n")]
+    assert _strict_problems(tmp_path, cells, recordings=recordings) == [
+        " cell 0: '6.79 ms' is not printed by recording \"steps\" with its unit",
+        " cell 0: '1.5 ms' cites recording \"nope\", which this chapter lacks",
+        " cell 0: '2026-11-29T08:00:00Z' (a date or session id) is printed by no output or recording of this "
+        "chapter: stale?"]

@@ -1,27 +1,36 @@
-"""Checkers for chapter 01's exercises (Qwen3 from scratch): RMSNorm, rotary embeddings, GQA attention."""
+"""Checkers for chapter 01's exercises (Qwen3 from scratch): the embedding's share, rotary embeddings, GQA."""
 import torch
 
-from nanoserve.model.layers import RMSNorm, RotaryEmbedding
+from nanoserve.model.layers import RotaryEmbedding
 from nanoserve.model.qwen3 import uncached_causal_attention
 
 
-def check_rms_norm(rms_norm) -> str:
-    """01.1: rms_norm(x, weight, eps) must equal RMSNorm, bit for bit in bfloat16 too."""
-    gen = torch.Generator().manual_seed(1)
-    x, w = 3 + torch.randn(4, 32, generator=gen), 1 + 0.1 * torch.randn(32, generator=gen)
-    ref = RMSNorm(32, eps=1e-6)
-    with torch.no_grad():
-        ref.weight.copy_(w)
-        got = rms_norm(x, w, 1e-6)
-        assert got.shape == x.shape, f"hint: the output keeps the input's shape {tuple(x.shape)}, got {tuple(got.shape)}"
-        assert torch.allclose(got, ref(x), atol=1e-5), \
-            "hint: divide by sqrt(mean(x**2) + eps) over the last dimension; no mean is subtracted (that is LayerNorm)"
-        xb, refb = x.bfloat16(), ref.bfloat16()
-        gotb = rms_norm(xb, refb.weight, 1e-6)
-        assert gotb.dtype == torch.bfloat16, "hint: return the input's dtype"
-        assert torch.equal(gotb, refb(xb)), \
-            "hint: take the statistics in float32 and cast back to the input dtype before multiplying by the gain"
-    return "same as RMSNorm in float32 and, bit for bit, in bfloat16"
+def _share(config: dict) -> float:
+    """The embedding's share of a checkpoint's parameters (a tied head counted once)."""
+    from nanoserve.model.config import ModelConfig
+    from nanoserve.model.loader import checkpoint_shapes
+
+    shapes = checkpoint_shapes(ModelConfig.from_dict(config))
+    if config.get("tie_word_embeddings"):
+        shapes.pop("lm_head.weight")
+    total = sum(torch.Size(s).numel() for s in shapes.values())
+    return torch.Size(shapes["model.embed_tokens.weight"]).numel() / total
+
+
+def check_embedding_share(embedding_share) -> str:
+    """01.1: embedding_share(config) measures the embedding's share of the parameters, for any config."""
+    from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, tiny_qwen3_config
+
+    tiny = tiny_qwen3_config().to_dict()
+    for name, config in (("a tiny tied config", {**tiny, "tie_word_embeddings": True}),
+                         ("a tiny untied config", {**tiny, "tie_word_embeddings": False}),
+                         ("Qwen3-0.6B", QWEN3_0_6B_CONFIG)):
+        got, want = embedding_share(dict(config)), _share(config)
+        assert abs(got - want) < 1e-6, (f"hint: on {name} you measured {got:.4f}; count every tensor "
+                                         "checkpoint_shapes lists, and the head only when it is not tied")
+    share = _share(QWEN3_0_6B_CONFIG)
+    return (f"the embedding holds {share:.0%} of Qwen3-0.6B's parameters: compare with your prediction "
+            "(at 0.6B parameters the vocabulary is a quarter of the model; at 8B it is a few percent)")
 
 
 def check_apply_rope(apply_rope) -> str:
@@ -48,4 +57,4 @@ def check_gqa_attention(gqa_attention) -> str:
     return "same as uncached_causal_attention on 4 query heads over 2 kv heads"
 
 
-CHECKS = {"01.1": check_rms_norm, "01.2": check_apply_rope, "01.3": check_gqa_attention}
+CHECKS = {"01.1": check_embedding_share, "01.2": check_apply_rope, "01.3": check_gqa_attention}

@@ -85,7 +85,56 @@ def check_decode_attention_online(decode_attention_online) -> str:
     return "one pass over the blocks, memory independent of the context length"
 
 
+def check_block_manager(manager_class) -> str:
+    """03.6 (build it yourself): a block manager with BlockManager's interface and behaviour."""
+    m = manager_class(num_blocks=6, block_size=4)
+    assert m.num_free_blocks == 6, f"hint: a new pool of 6 blocks has 6 free, got {m.num_free_blocks}"
+    t = []
+    assert m.allocate(t, 5) is t and len(t) == 2, f"hint: 5 tokens in blocks of 4 need 2 blocks, the table is {t}"
+    m.allocate(t, 8)
+    assert len(t) == 2, "hint: 8 tokens still fit in 2 blocks of 4: allocate only what is missing"
+    m.allocate(t, 9)
+    assert len(t) == 3 and m.num_free_blocks == 3, f"hint: 9 tokens need a third block; table {t}"
+    u = []
+    try:
+        m.allocate(u, 100)
+        raise AssertionError("hint: 100 tokens need 25 blocks and only 3 are free: raise NoFreeBlocksError")
+    except AssertionError:
+        raise
+    except Exception as err:
+        assert type(err).__name__ == "NoFreeBlocksError", f"hint: raise NoFreeBlocksError, not {type(err).__name__}"
+    assert u == [] and m.num_free_blocks == 3, "hint: allocate is all or nothing: a failed call changes nothing"
+    c = m.fork(t)
+    assert c == t and c is not t, "hint: fork returns a new list holding the same blocks"
+    assert all(m.ref_count(b) == 2 for b in t), "hint: after fork every shared block has ref count 2"
+    m.free(t)
+    assert t == [] and m.num_free_blocks == 3, "hint: free empties the table; shared blocks stay allocated"
+    m.free(c)
+    assert m.num_free_blocks == 6, "hint: when the last owner frees a block it goes back to the free queue"
+    try:
+        m.free([0])
+        raise AssertionError("hint: freeing a block nobody holds is a double free: raise ValueError")
+    except ValueError:
+        pass
+    lru = manager_class(num_blocks=4, block_size=1)
+    a, b = lru.allocate([], 1), lru.allocate([], 1)
+    first, second = a[0], b[0]
+    lru.free(a)
+    lru.free(b)
+    order = [lru.allocate([], 1)[0] for _ in range(4)]
+    assert order == [2, 3, first, second], (f"hint: hand out the least recently freed block first; blocks came out "
+                                         f"in the order {order}")
+    tail = manager_class(num_blocks=4, block_size=1)
+    table = tail.allocate([], 3)
+    tail.free(table)
+    order = [tail.allocate([], 1)[0] for _ in range(4)]
+    assert order == [3, 2, 1, 0], (f"hint: free a table tail first, so its head block is reused last; blocks came "
+                                   f"out in the order {order}")
+    return "the rest of the chapter can run on it: set USE_MY_BLOCK_MANAGER = True and re-run"
+
+
 CHECKS = {
+    "03.6": check_block_manager,
     "03.1": check_empty_slots,
     "03.2": check_append_slot,
     "03.3": check_copy_on_write,

@@ -36,7 +36,40 @@ def check_block_hash_with_extra(block_hash_with_extra) -> str:
     return "an adapter id or image hash in the key keeps different KV apart"
 
 
+def _prefix_pool(manager_class):
+    """A pool in which two prompts sharing their first two blocks have been computed and cached."""
+    from nanoserve.kv.prefix import PrefixCachingBlockManager  # noqa: F401  (the reference of every pool)
+
+    m = manager_class(num_blocks=32, block_size=4)
+    for prompt in (list(range(1, 14)), list(range(1, 9)) + [50, 51, 52, 53, 54]):
+        table = m.allocate([], len(prompt))
+        m.cache_blocks(table, prompt, len(prompt))
+    lone = [90, 91, 92, 93] + [5, 6, 7, 8]  # block 2 of the first prompt, after another first block
+    table = m.allocate([], len(lone))
+    m.cache_blocks(table, lone, len(lone))
+    return m
+
+
+def check_longest_cached_prefix(longest_cached_prefix) -> str:
+    """04.7 (build it yourself): the longest chain of cached full blocks at the start of a prompt."""
+    from nanoserve.course.build import with_prefix_match
+    from nanoserve.kv.prefix import PrefixCachingBlockManager
+
+    queries = [list(range(1, 14)), list(range(1, 13)), list(range(1, 9)), list(range(1, 9)) + [50, 51, 52, 53, 99],
+               [1, 2, 3, 4, 5, 6, 7, 9, 9, 9], [90, 91, 92, 93, 5, 6, 7, 8, 1], [0, 1, 2, 3, 5, 6, 7, 8, 9],
+               [5, 6, 7, 8, 9, 10, 11, 12, 13], [1, 2, 3], []]
+    for q in queries:
+        want = _prefix_pool(PrefixCachingBlockManager).match_prefix(q)
+        mine = _prefix_pool(with_prefix_match(longest_cached_prefix))
+        got = mine.match_prefix(q)
+        assert got == want, (f"hint: for a prompt of {len(q)} tokens starting {q[:9]} the cached prefix is "
+                             f"{want}, you found {got}; only full blocks before the last token count, each "
+                             "looked up with its parent's hash, and the chain stops at the first miss")
+    return "the rest of the chapter can run on it: set USE_MY_PREFIX_MATCH = True and re-run"
+
+
 CHECKS = {
+    "04.7": check_longest_cached_prefix,
     "04.1": check_max_hit_tokens,
     "04.2": check_block_hash_with_extra,
 }

@@ -1,5 +1,6 @@
 """Checkers for chapter 05's exercises (the scheduler)."""
 import random
+import sys
 
 from nanoserve.course.simulate import run_workload
 from nanoserve.engine.scheduler import Scheduler, SchedulerConfig
@@ -9,8 +10,9 @@ from nanoserve.kv.blocks import BlockManager
 __all__ = ["CHECKS"]
 
 
-def _workload(seed: int = 0, n: int = 16) -> dict:
+def _workload(seed: int = 0, n: int = 16, sequence_class=Sequence) -> dict:
     """Requests with random lengths, two arriving every third step (chapter 05's busy workload, smaller)."""
+    Sequence = sequence_class  # noqa: N806
     rng = random.Random(seed)
     arrivals = {}
     for i in range(n):
@@ -57,4 +59,37 @@ def check_recompute_tokens(recompute_tokens) -> str:
     return f"recomputed tokens for 24, 40, 200 blocks: {results}"
 
 
-CHECKS = {"05.1": check_prefill_first, "05.4": check_recompute_tokens}
+def _trace(scheduler_class, config, manager, arrivals) -> list:
+    return [(r.seq_ids, r.num_new_tokens, r.preempted) for r in run_workload(scheduler_class(config, manager), arrivals)]
+
+
+def _own(scheduler_class, name, default):
+    """The class `name` as the scheduler's own module defines it: a notebook has its own copies of the package's."""
+    return getattr(sys.modules.get(scheduler_class.__module__), name, default)
+
+
+def check_scheduler_step(scheduler_class) -> str:
+    """05.6 (build it yourself): schedule() makes exactly the steps of the chapter's Scheduler."""
+    from nanoserve.kv.prefix import PrefixCachingBlockManager
+
+    # by name: a chapter's notebook defines its own copy of the class the package exports
+    assert any(c.__name__ == "Scheduler" for c in getattr(scheduler_class, "__mro__", ())), \
+        "hint: subclass Scheduler and override schedule()"
+    cases = [("a roomy pool", SchedulerConfig(8, 32, 96), lambda: BlockManager(200, 4)),
+             ("a tight pool (preemption)", SchedulerConfig(8, 32, 96), lambda: BlockManager(30, 4)),
+             ("a prefix cache", SchedulerConfig(6, 24, 96), lambda: PrefixCachingBlockManager(60, 4))]
+    config_class, sequence_class = (_own(scheduler_class, "SchedulerConfig", SchedulerConfig),
+                                    _own(scheduler_class, "Sequence", Sequence))
+    for name, config, manager in cases:
+        want = _trace(Scheduler, config, manager(), _workload(1))
+        own_config = config_class(config.max_num_seqs, config.max_num_batched_tokens, config.max_model_len)
+        got = _trace(scheduler_class, own_config, manager(), _workload(1, sequence_class=sequence_class))
+        for step, (g, w) in enumerate(zip(got, want)):
+            assert g == w, (f"hint: with {name}, step {step} differs: (seq ids, new tokens, preempted) is {g}, "
+                            f"the chapter's scheduler makes {w}; decodes first, each running prefill gets the "
+                            "budget left after the decodes still to come, then admissions")
+        assert len(got) == len(want), f"hint: with {name} your scheduler took {len(got)} steps, not {len(want)}"
+    return "the rest of the chapter can run on it: set USE_MY_SCHEDULER = True and re-run"
+
+
+CHECKS = {"05.6": check_scheduler_step, "05.1": check_prefill_first, "05.4": check_recompute_tokens}

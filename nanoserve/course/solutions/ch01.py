@@ -3,16 +3,25 @@ import torch
 import torch.nn.functional as F
 
 
-def rms_norm(x, weight, eps=1e-6):
-    """Statistics in float32, cast back, then the gain."""
-    xf = x.float()
-    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+def embedding_share(config):
+    """Embedding parameters over all the checkpoint's parameters, the tied head counted once."""
+    from nanoserve.model.config import ModelConfig
+    from nanoserve.model.loader import checkpoint_shapes
+
+    shapes = checkpoint_shapes(ModelConfig.from_dict(config))
+    if config.get("tie_word_embeddings"):
+        del shapes["lm_head.weight"]
+    sizes = {name: torch.Size(shape).numel() for name, shape in shapes.items()}
+    return sizes["model.embed_tokens.weight"] / sum(sizes.values())
 
 
-def layer_norm_by_mistake(x, weight, eps=1e-6):
-    """Subtracts the mean: LayerNorm without bias, not RMSNorm."""
-    xf = x.float() - x.float().mean(-1, keepdim=True)
-    return weight * (xf * torch.rsqrt(xf.pow(2).mean(-1, keepdim=True) + eps)).to(x.dtype)
+def embedding_share_counting_the_tied_head(config):
+    """Counts a tied head as parameters of its own: the checkpoint does not store it twice."""
+    from nanoserve.model.config import ModelConfig
+    from nanoserve.model.loader import checkpoint_shapes
+
+    sizes = [torch.Size(s).numel() for s in checkpoint_shapes(ModelConfig.from_dict(config)).values()]
+    return config["vocab_size"] * config["hidden_size"] / sum(sizes)
 
 
 def _angles(positions, dim, theta):
@@ -54,8 +63,8 @@ def gqa_attention_tiled(q, k, v, scale):
     return out.transpose(0, 1)
 
 
-SOLUTIONS = {"01.1": rms_norm, "01.2": apply_rope, "01.3": gqa_attention}
-WRONG = {"01.1": layer_norm_by_mistake, "01.2": apply_rope_interleaved, "01.3": gqa_attention_tiled}
+SOLUTIONS = {"01.1": embedding_share, "01.2": apply_rope, "01.3": gqa_attention}
+WRONG = {"01.1": embedding_share_counting_the_tied_head, "01.2": apply_rope_interleaved, "01.3": gqa_attention_tiled}
 EXPLANATIONS = {
     "01.4": (
         "Give the model a mapping entry whose stacked parameter is also the checkpoint's name, e.g. a subclass with\n"

@@ -84,7 +84,25 @@ def decode_attention_online_wrong(q, k_cache, v_cache, block_tables, context_len
     return _online_decode(q, k_cache, v_cache, block_tables, context_lens, rescale=False)
 
 
+from nanoserve.kv.blocks import BlockManager  # noqa: E402  (03.6's solution is the chapter's own class)
+
+
+class HeadFirstBlockManager(BlockManager):
+    """Frees a table head first: the head of a sequence, the part most worth sharing, is reused first."""
+
+    def free(self, table):
+        for block in table:
+            if self.ref_count(block) == 0:
+                raise ValueError(f"block {block} is not allocated (double free?)")
+        for block in table:
+            self._ref_counts[block] -= 1
+            if self._ref_counts[block] == 0:
+                self._release(block)
+        table.clear()
+
+
 SOLUTIONS = {
+    "03.6": BlockManager,
     "03.1": empty_slots,
     "03.2": append_slot,
     "03.3": copy_on_write,
@@ -92,6 +110,7 @@ SOLUTIONS = {
 }
 
 WRONG = {
+    "03.6": HeadFirstBlockManager,
     "03.1": empty_slots_wrong,
     "03.2": append_slot_wrong,
     "03.3": copy_on_write_wrong,

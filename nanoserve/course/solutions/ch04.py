@@ -33,8 +33,32 @@ def block_hash_with_extra_wrong(parent_hash, token_ids, extra):
     return block_hash(parent_hash, token_ids)
 
 
-SOLUTIONS = {"04.1": max_hit_tokens, "04.2": block_hash_with_extra}
-WRONG = {"04.1": max_hit_tokens_wrong, "04.2": block_hash_with_extra_wrong}
+def longest_cached_prefix(token_ids, block_size, lookup):
+    """Walk the full blocks before the last token, chaining hashes, until the first miss."""
+    blocks, parent = [], None
+    for i in range((len(token_ids) - 1) // block_size):
+        found = lookup(parent, token_ids[i * block_size:(i + 1) * block_size])
+        if found is None:
+            break
+        block, parent = found
+        blocks.append(block)
+    return blocks
+
+
+def longest_cached_prefix_wrong(token_ids, block_size, lookup):
+    """Lets the last token's block count: a fully cached prompt would leave nothing to compute."""
+    blocks, parent = [], None
+    for i in range(len(token_ids) // block_size):
+        found = lookup(parent, token_ids[i * block_size:(i + 1) * block_size])
+        if found is None:
+            break
+        block, parent = found
+        blocks.append(block)
+    return blocks
+
+
+SOLUTIONS = {"04.7": longest_cached_prefix, "04.1": max_hit_tokens, "04.2": block_hash_with_extra}
+WRONG = {"04.7": longest_cached_prefix_wrong, "04.1": max_hit_tokens_wrong, "04.2": block_hash_with_extra_wrong}
 
 EXPLANATIONS = {
     "04.3": (

@@ -63,8 +63,52 @@ def recompute_tokens_wrong(records, seqs) -> int:
     return sum(len(r.preempted) for r in records)
 
 
-SOLUTIONS = {"05.1": PrefillFirstScheduler, "05.4": recompute_tokens}
-WRONG = {"05.1": MixedScheduler, "05.4": recompute_tokens_wrong}
+def _step(self, reserve_decodes: bool, admit_first: bool = False) -> ScheduledBatch:
+    """One step: running sequences first (decodes before chunks), then admissions."""
+    from nanoserve.engine.scheduler import num_tokens_to_schedule
+
+    batch, budget = ScheduledBatch(), self.config.max_num_batched_tokens
+    running = list(self.running)
+    if admit_first:
+        budget = self._admit(batch, budget)
+    pending = sum(self._remaining(s) == 1 for s in self.running) if reserve_decodes else 0
+    for seq in running:
+        if seq.status is not SequenceStatus.RUNNING:
+            continue
+        if reserve_decodes and self._remaining(seq) == 1:
+            pending -= 1
+        n = num_tokens_to_schedule(seq, budget, pending)
+        if n <= 0:
+            continue
+        need = self.block_manager.blocks_needed(seq.block_table, seq.num_computed_tokens + n)
+        if need > self.block_manager.num_free_blocks:
+            victim_decodes = self._make_room(batch, seq, need)
+            pending -= victim_decodes if reserve_decodes else 0
+        if seq.status is not SequenceStatus.RUNNING:
+            continue
+        self._take(batch, seq, n, need)
+        budget -= n
+    if not batch.preempted and not admit_first:
+        self._admit(batch, budget)
+    return batch
+
+
+class StepScheduler(Scheduler):
+    """The chapter's step, rewritten from its rules with Scheduler's helpers."""
+
+    def schedule(self) -> ScheduledBatch:
+        return _step(self, reserve_decodes=True)
+
+
+class AdmitFirstScheduler(StepScheduler):
+    """Admits new prompts before the running sequences: a long prompt starves every decode of its step."""
+
+    def schedule(self) -> ScheduledBatch:
+        return _step(self, reserve_decodes=True, admit_first=True)
+
+
+SOLUTIONS = {"05.6": StepScheduler, "05.1": PrefillFirstScheduler, "05.4": recompute_tokens}
+WRONG = {"05.6": AdmitFirstScheduler, "05.1": MixedScheduler, "05.4": recompute_tokens_wrong}
 
 EXPLANATIONS = {
     "05.2": (
