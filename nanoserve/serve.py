@@ -41,6 +41,21 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--skip-tokenizer-init", action="store_true", help="a model without tokenizer files: token ids only")
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
+    p.add_argument("--tokenizer", default=None, help="a tokenizer directory or hub id (default: the model's)")
+    p.add_argument("--revision", default=None, help="the hub revision (branch, tag or commit) of MODEL")
+    p.add_argument("--max-logprobs", type=int, default=20, help="the most logprobs a request may ask for")
+    p.add_argument("--generation-config", default="auto", choices=["auto", "vllm"],
+                   help="auto: generation_config.json gives each request its defaults; vllm: ignore the file")
+    p.add_argument("--chat-template", default=None, help="a Jinja chat template (a file, or the text itself) "
+                   "that replaces the model's")
+    p.add_argument("--root-path", default="", help="the path prefix when served behind a proxy")
+    p.add_argument("--ssl-keyfile", default=None)
+    p.add_argument("--ssl-certfile", default=None)
+    p.add_argument("--allowed-origins", nargs="*", default=None, help="CORS: origins allowed to call the API "
+                   "from a browser (default: none; a page elsewhere cannot read the answers)")
+    p.add_argument("--enable-log-requests", action="store_true", help="log one line per request")
+    p.add_argument("--uvicorn-log-level", default=None, choices=["critical", "error", "warning", "info", "debug",
+                                                                 "trace"], help="uvicorn's own log level")
     p.add_argument("--reasoning-parser", default=None, choices=["qwen3"],
                    help="split <think>...</think> into the message's reasoning_content")
     g = p.add_argument_group("what one request may ask (the door's bounds)")
@@ -72,7 +87,9 @@ def engine_kwargs(args) -> dict:
                 enable_prefix_caching=args.enable_prefix_caching, enforce_eager=args.enforce_eager,
                 async_scheduling=args.async_scheduling, tensor_parallel_size=args.tensor_parallel_size,
                 dtype={"half": "float16", "float": "float32"}.get(args.dtype, args.dtype), device=args.device, block_size=args.block_size,
-                num_kv_blocks=args.num_kv_blocks, seed=args.seed, skip_tokenizer_init=args.skip_tokenizer_init)
+                num_kv_blocks=args.num_kv_blocks, seed=args.seed, skip_tokenizer_init=args.skip_tokenizer_init,
+                tokenizer=args.tokenizer, revision=args.revision, max_logprobs=args.max_logprobs,
+                generation_config=args.generation_config)
 
 
 def main(argv=None) -> int:
@@ -93,13 +110,30 @@ def main(argv=None) -> int:
 
     name = args.served_model_name or args.model
     limits = server_limits(args)
+    template = args.chat_template
+    if template is not None and "{" not in template:  # a file name, as vLLM takes it
+        from pathlib import Path
+
+        template = Path(template).read_text()
     engine = AsyncEngine.from_args(args.model, **engine_kwargs(args))
     try:
+        if template is not None:
+            if engine.tokenizer is None:
+                raise SystemExit("--chat-template needs a tokenizer (drop --skip-tokenizer-init)")
+            engine.tokenizer.chat_template = template
         app = build_app(engine, name, str(engine.engine.model_path), limits, api_key=args.api_key,
-                        reasoning_parser=args.reasoning_parser)
-        print(f"nanoserve: serving {name!r} on http://{args.host}:{args.port}/v1", flush=True)
+                        reasoning_parser=args.reasoning_parser, log_requests=args.enable_log_requests)
+        if args.allowed_origins:
+            from fastapi.middleware.cors import CORSMiddleware
+
+            app.add_middleware(CORSMiddleware, allow_origins=args.allowed_origins, allow_methods=["GET", "POST"],
+                               allow_headers=["authorization", "content-type"])
+        scheme = "https" if args.ssl_certfile else "http"
+        print(f"nanoserve: serving {name!r} on {scheme}://{args.host}:{args.port}{args.root_path}/v1", flush=True)
         # SIGTERM / SIGINT: stop accepting, end open requests (503 / a last event and [DONE]), then return here
-        graceful_server(app, host=args.host, port=args.port, log_level=args.log_level).run()
+        graceful_server(app, host=args.host, port=args.port, log_level=args.uvicorn_log_level or args.log_level,
+                        root_path=args.root_path, ssl_keyfile=args.ssl_keyfile,
+                        ssl_certfile=args.ssl_certfile).run()
     finally:
         engine.shutdown()  # the worker thread, the KV cache, TP workers, the template processes
     print("nanoserve: stopped", flush=True)

@@ -144,7 +144,8 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
 
 # %% ../../chapters/12_serving.ipynb #c044
 def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "", limits: ServerLimits | None = None,
-              api_key: str | None = None, reasoning_parser: str | None = None) -> FastAPI:
+              api_key: str | None = None, reasoning_parser: str | None = None, log_requests: bool = False
+              ) -> FastAPI:
     """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions and vLLM's extras."""
     if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
         raise ValueError(f"reasoning_parser must be one of {sorted(REASONING_PARSERS)}, got {reasoning_parser!r}")
@@ -255,6 +256,10 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
         if request_id is not None and not isinstance(request_id, str):
             raise RequestError("request_id must be a string", "request_id")
         rid, created = f"{prefix}-{request_id or uuid.uuid4().hex}", int(time.time())
+        if log_requests:
+            p = req.params
+            logger.warning("request %s: %d prompt(s), n=%d, max_tokens=%d, temperature=%g, stream=%s", rid,
+                           len(req.prompts), p.n, p.max_tokens, p.temperature, req.stream)
         try:
             group = await engine.generate(req.prompts, req.params, rid)
         except (ValueError, TypeError) as e:  # the engine's own door checks (prompt length, token ids, ...)

@@ -140,3 +140,23 @@ def test_enable_thinking_false_puts_an_empty_think_block_in_the_prompt(server):
     on = post(server, "/tokenize", CHAT).json()["tokens"]
     off = post(server, "/tokenize", {**CHAT, "chat_template_kwargs": {"enable_thinking": False}}).json()["tokens"]
     assert 151667 not in on and off.count(151667) == 1 and off.count(151668) == 1
+
+
+def test_vllm_server_flags(start_server, tmp_path):
+    template = tmp_path / "template.jinja"
+    template.write_text("{% for m in messages %}[{{ m.content }}]{% endfor %}")
+    srv = start_server("--chat-template", str(template), "--enable-log-requests", "--max-logprobs", "2",
+                       "--allowed-origins", "http://localhost:3000", "--uvicorn-log-level", "warning")
+    # the template renders "[hi]": 3 tokens or so, far fewer than Qwen3's own template
+    tokens = post(srv.url, "/tokenize", CHAT).json()["tokens"]
+    assert post(srv.url, "/detokenize", {"tokens": tokens}).json()["prompt"] == "[hi]"
+    r = post(srv.url, "/v1/completions", {"model": MODEL_NAME, "prompt": "hi", "max_tokens": 1, "logprobs": 3})
+    assert r.status_code == 400 and r.json()["error"]["param"] == "logprobs"
+    r = post(srv.url, "/v1/completions", {"model": MODEL_NAME, "prompt": "hi", "max_tokens": 1, "request_id": "q7"})
+    assert r.status_code == 200 and "request cmpl-q7" in srv.log()
+    preflight = httpx.options(srv.url + "/v1/completions", timeout=10, trust_env=False, headers={
+        "origin": "http://localhost:3000", "access-control-request-method": "POST"})
+    assert preflight.headers.get("access-control-allow-origin") == "http://localhost:3000"
+    other = httpx.options(srv.url + "/v1/completions", timeout=10, trust_env=False, headers={
+        "origin": "http://evil.example", "access-control-request-method": "POST"})
+    assert other.headers.get("access-control-allow-origin") is None
