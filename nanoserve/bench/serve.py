@@ -243,7 +243,7 @@ def bench_serve_parser() -> argparse.ArgumentParser:
     p.add_argument("--goodput", nargs="*", default=[], help="SLOs in ms, e.g. ttft:500 tpot:50 e2el:5000")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--label", default="", help="engine name for the result, e.g. nanoserve or vllm")
-    p.add_argument("--out", default="benchmarks/results", help="directory for the JSON result")
+    p.add_argument("--out", default="benchmarks/runs", help="directory for the JSON result (git-ignored by default)")
     p.add_argument("--result-file", default=None, help="file name inside --out (default: derived)")
     return p
 
@@ -289,17 +289,20 @@ def main(argv=None) -> int:
     result = {"schema": "nanoserve-serve-bench/1", "kind": "serve", "label": args.label, "date": date,
               "command": command_line(["serve", *argv]), "provenance": collect_provenance(),
               "note": "client-side timings of streamed /v1/completions requests with ignore_eos", **result}
-    name = args.result_file or f"serve-{args.label or 'server'}-rate{args.request_rate:g}-{date.replace(':', '')}.json"
-    out = Path(args.out)
-    out.mkdir(parents=True, exist_ok=True)
-    (out / name).write_text(json.dumps(result, indent=1, default=str) + "\n")
-    print(table(result["metrics"], args.label))
     m = result["metrics"]
     if m["failed"]:
         print(f"[bench serve] {m['completed']} / {args.num_prompts} requests completed; "
               f"{m['failed']} failed: {m['errors'][0]}")
+    if not m["completed"]:  # nothing measured: write no result a summary could mistake for one
+        print("[bench serve] no request completed: no result written", flush=True)
+        return 1
+    name = args.result_file or f"serve-{args.label or 'server'}-rate{args.request_rate:g}-{date.replace(':', '')}.json"
+    out = Path(args.out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / name).write_text(json.dumps(result, indent=1, default=str) + "\n")
+    print(table(m, args.label))
     print(f"[bench serve] -> {out / name}", flush=True)
-    return 0 if result["metrics"]["completed"] else 1
+    return 0
 
 
 if __name__ == "__main__" and globals().get("__file__", "").replace("\\", "/").endswith("bench/serve.py"):

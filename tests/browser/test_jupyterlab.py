@@ -98,7 +98,7 @@ def test_flash_attention_runs_on_cpu(run_all):
 @pytest.mark.parametrize("name, widget_cell, first_state", [
     ("03_paged_kv.ipynb", "display_with_snapshot(pool_explorer", "img"),
     ("04_prefix_cache.ipynb", "display_with_snapshot(chain_explorer", "img"),
-    ("05_scheduler.ipynb", "display_with_snapshot(scheduler_widget", "text=block pool"),
+    ("05_scheduler.ipynb", "display_with_snapshot(stepper", "text=block pool"),
 ])
 def test_widgets_show_their_first_state_before_running(lab, name, widget_cell, first_state):
     chapter = Chapter(*lab, name)

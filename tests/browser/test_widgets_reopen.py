@@ -8,7 +8,7 @@ pytestmark = pytest.mark.slow
 
 WIDGET_CELLS = [("03_paged_kv.ipynb", "display_with_snapshot(pool_explorer"),
                 ("04_prefix_cache.ipynb", "display_with_snapshot(chain_explorer"),
-                ("05_scheduler.ipynb", "display_with_snapshot(scheduler_widget")]
+                ("05_scheduler.ipynb", "display_with_snapshot(stepper")]
 
 
 @pytest.mark.parametrize("name, widget_cell", WIDGET_CELLS)

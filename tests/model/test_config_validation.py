@@ -160,7 +160,7 @@ def test_unfetchable_hub_id_is_one_short_error(monkeypatch, tmp_path, offline):
         resolve_model_path("Qwen/Qwen3-0.6B")
     message = str(err.value)
     assert err.value.__cause__ is None and err.value.__suppress_context__  # raise ... from None
-    assert "make_tiny_checkpoint" in message and "nanoserve.bench build-model" in message
+    assert "make_tiny_checkpoint" in message and "QWEN3_0_6B_CONFIG" in message
     assert "local directory" in message
     assert ("HF_HUB_OFFLINE" in message) == offline
     assert len(message) < 800

@@ -9,7 +9,7 @@ import pytest  # noqa: E402
 
 from nanoserve.course.roadmap import SPINE, exported_lines, you_are_here  # noqa: E402
 from nanoserve.course.simulate import latency_in_steps, token_steps  # noqa: E402
-from nanoserve.course.snapshots import stable_model_id  # noqa: E402
+from nanoserve.course.snapshots import stable_model_id, stable_widget_ids  # noqa: E402
 from nanoserve.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from nanoserve.engine.sequence import Sequence  # noqa: E402
 from nanoserve.kv.blocks import BlockManager  # noqa: E402
@@ -35,8 +35,9 @@ def test_exported_lines_counts_each_generated_module_of_a_chapter():
 
 
 def test_stable_model_ids_are_stable_and_distinct():
-    assert stable_model_id("03-pool-explorer") == stable_model_id("03-pool-explorer")
+    assert stable_model_id("03-pool-explorer", 2) == stable_model_id("03-pool-explorer", 2)
     assert stable_model_id("03-pool-explorer") != stable_model_id("04-chain-explorer")
+    assert stable_model_id("03-pool-explorer", 0) != stable_model_id("03-pool-explorer", 1)
     with pytest.raises(ValueError):
         stable_model_id("")
 
@@ -49,8 +50,9 @@ def test_a_saved_chapter_holds_the_state_of_the_widget_its_output_shows(chapter,
     state = nb["metadata"]["widgets"]["application/vnd.jupyter.widget-state+json"]["state"]
     shown = [o["data"]["application/vnd.jupyter.widget-view+json"]["model_id"] for c in nb["cells"]
              for o in c.get("outputs", []) if "application/vnd.jupyter.widget-view+json" in o.get("data", {})]
-    assert shown == [stable_model_id(name)]
-    assert shown[0] in state
+    stable = {stable_model_id(name, i) for i in range(len(state))}
+    assert len(shown) == 1 and shown[0] in stable and shown[0] in state
+    assert sum(model in stable for model in state) >= 3  # the widget's children and layouts too
 
 
 def test_token_steps_and_latency_in_steps():
@@ -61,3 +63,16 @@ def test_token_steps_and_latency_in_steps():
     assert "schedule" not in vars(scheduler)  # the counting wrapper is gone afterwards
     assert latency_in_steps(arrivals, when) == {"mean_first_token": 0.0, "max_gap": 1}
     assert len(records) == 3
+
+
+def test_widgets_made_under_a_name_get_the_same_ids_every_time():
+    ipywidgets = pytest.importorskip("ipywidgets")
+
+    def ids():
+        with stable_widget_ids("test-widgets"):
+            box = ipywidgets.VBox([ipywidgets.IntSlider(), ipywidgets.Button(description="go")])
+        return [box.model_id] + [c.model_id for c in box.children]
+
+    first = ids()
+    assert ids() == first and len(set(first)) == 3
+    assert ipywidgets.IntSlider().model_id not in first  # outside the block ids are random again
