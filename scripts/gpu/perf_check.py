@@ -151,16 +151,15 @@ def main():
             save()
     # the before/after of the fused sampler: the same graphs, logits + eager Sampler instead
     unfused = result["latency_unfused_sampler"] = []
-    graphs = getattr(runner, "graphs", None)
-    if graphs is not None and graphs.samples:
-        graphs.samples = False  # CudaGraphModelRunner.execute_step then samples eagerly from the replayed logits
+    if getattr(runner, "sample_in_graph", False):
+        runner.sample_in_graph = False  # GraphRunner.run then samples eagerly from the replayed hidden rows
         for batch in (1, 256):
             try:
                 unfused.append(latency(llm, batch, 0.6))
                 print("unfused", unfused[-1], flush=True)
             except Exception:
                 traceback.print_exc()
-        graphs.samples = True
+        runner.sample_in_graph = True
         save()
     try:
         result["random"] = random_workload(llm)
