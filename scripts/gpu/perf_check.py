@@ -137,7 +137,7 @@ def main():
     runner = llm.engine.executor
     result["runner"] = {"class": type(runner).__name__, "backend": runner.backend.name,
                         "block_size": runner.block_size, "kv_blocks": runner.num_kv_blocks,
-                        "fused_sampling": bool(getattr(getattr(runner, "graphs", None), "samples", False))}
+                        "fused_sampling": bool(getattr(runner, "sample_in_graph", False))}
     print("runner:", result["runner"], "startup", result["startup_s"], "s", flush=True)
     save()
     rows = result["latency"] = []
