@@ -5,15 +5,12 @@ __all__ = ['graph_buckets', 'StaticInputs', 'capture_graph', 'graph_sample', 'Gr
 
 # %% ../../chapters/08_cuda_graphs.ipynb #c011
 """CUDA graphs for every step: one runner that stages a step into static buffers and replays its bucket (chapter 08)."""
-import logging
-
 import numpy as np
 import torch
 
 from .model_runner import table_input_ids
 from ..sampler import SamplerOutput
 
-_logger = logging.getLogger(__name__)
 _NP_TO_TORCH = {np.int64: torch.int64, np.int32: torch.int32, np.float32: torch.float32}
 
 
