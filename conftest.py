@@ -1,7 +1,7 @@
 """Skip tests marked gpu/multigpu on machines that lack the GPUs; run chapters as Jupyter does."""
 import pytest
 
-from nanoserve.course.recordings import cuda_device_count
+from course.recordings import cuda_device_count
 
 NEEDS = {"gpu": 1, "multigpu": 2}  # tag or marker -> CUDA devices required
 

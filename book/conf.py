@@ -20,7 +20,7 @@ exclude_patterns = ["figures/README.md", "chapters/recordings/**", "**/.ipynb_ch
 # the book shows what the notebooks hold; nothing is executed
 nb_execution_mode = "off"
 # a widget cannot run on a static page: show the picture of its first state (image/png in the same
-# output, written by nanoserve.course.snapshots) instead of an empty widget view, and load no widget
+# output, written by course.snapshots) instead of an empty widget view, and load no widget
 # scripts from the internet
 nb_mime_priority_overrides = [("html", "application/vnd.jupyter.widget-view+json", None)]
 nb_ipywidgets_js = {}

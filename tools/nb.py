@@ -3,9 +3,10 @@ import argparse
 import ast
 import json
 import os
-import shutil
+import re
 import sys
 import tempfile
+import textwrap
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -15,8 +16,7 @@ from prose_numbers import prose_problems  # noqa: E402
 ROOT = Path(os.environ.get("NANOSERVE_ROOT") or Path(__file__).resolve().parent.parent).resolve()
 CHAPTERS = ROOT / "chapters"
 PACKAGE = ROOT / "nanoserve"
-HAND_WRITTEN = {"__init__.py"}  # file names; every other module under nanoserve/ is generated from a chapter
-HAND_WRITTEN_DIRS = {"course"}  # course plumbing (GPU-cell recordings), not part of the engine
+HAND_WRITTEN = {"__init__.py"}  # file names; every other module of the packages is generated from a chapter
 GPU_TAGS = {"gpu": 1, "multigpu": 2}  # cell tag -> CUDA GPUs the cell needs
 KERNELSPEC = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
 
@@ -26,52 +26,106 @@ def chapter_paths(chapters: Path = CHAPTERS):
     return sorted(Path(chapters).glob("[0-9][0-9]_*.ipynb")) + sorted(Path(chapters).glob("A[0-9]_*.ipynb"))
 
 
-def export_all(lib_path: Path, chapters: Path = CHAPTERS) -> None:
-    """Export every chapter's `#| export` cells into `lib_path`."""
-    from nbdev.export import nb_export
-    from nbdev.maker import ModuleMaker
-
-    class FreshModuleMaker(ModuleMaker):
-        """Write every target module afresh: nbdev appends `#| export <module>` cells to an existing file."""
-
-        def __init__(self, *args, is_new=True, **kwargs):
-            super().__init__(*args, is_new=True, **kwargs)
-
-    for nb in chapter_paths(chapters):
-        nb_export(str(nb), lib_path=str(lib_path), mod_maker=FreshModuleMaker)
+OTHER_PACKAGES = ("nanobench",)  # top-level packages the chapters export beside the engine (the bench harness)
+DIRECTIVE = re.compile(r"^#\|\s*(default_exp|export)\b\s*(\S*)\s*$")
+NOT_EXPORTED = {"logger"}  # module plumbing, never part of a module's public names
 
 
-def generated_files(lib_path: Path) -> dict:
-    """Relative path -> text of every generated module under `lib_path`."""
-    out = {}
-    for p in sorted(lib_path.rglob("*.py")):
-        rel = p.relative_to(lib_path)
-        if rel.name in HAND_WRITTEN or rel.parts[0] in HAND_WRITTEN_DIRS:
+def module_file(root: Path, module: str) -> Path:
+    """Where a module named in a `#| export` directive lives: nanoserve/<module> unless it names another package."""
+    parts = module.split(".")
+    base = root if parts[0] in OTHER_PACKAGES else root / PACKAGE.name
+    return base.joinpath(*parts).with_suffix(".py")
+
+
+def exported_cells(nb_path: Path) -> dict:
+    """module name -> [(cell id, source without its directive lines)] of one chapter, in cell order."""
+    cells = json.loads(Path(nb_path).read_text())["cells"]
+    default, modules = None, {}
+    for cell in cells:
+        if cell["cell_type"] != "code":
             continue
-        out[str(rel)] = p.read_text()
+        lines = "".join(cell["source"]).splitlines()
+        head = [DIRECTIVE.match(l) for l in lines if l.startswith("#|")]
+        for m in filter(None, head):
+            if m.group(1) == "default_exp":
+                default = m.group(2)
+            else:
+                modules.setdefault(m.group(2) or default, []).append(
+                    (cell.get("id", ""), "\n".join(l for l in lines if not l.startswith("#|")).strip("\n")))
+    return modules
+
+
+def public_names(tree: ast.Module) -> list:
+    """Top-level functions, classes and assigned names a module exports: not private, not imported, not plumbing."""
+    names = []
+    for node in tree.body:
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)):
+            names.append(node.name)
+        elif isinstance(node, (ast.Assign, ast.AnnAssign)):
+            targets = node.targets if isinstance(node, ast.Assign) else [node.target]
+            names += [t.id for t in targets if isinstance(t, ast.Name)]
+    return [n for n in dict.fromkeys(names) if not n.startswith("_") and n not in NOT_EXPORTED]
+
+
+def module_text(nb_rel: str, cells: list) -> str:
+    """A generated module: the first cell's docstring, a generated-from line, `__all__`, then each cell's code."""
+    doc, future, chunks = "", [], []
+    for i, (cell_id, src) in enumerate(cells):
+        tree = ast.parse(src)
+        body = src.splitlines()
+        if i == 0 and ast.get_docstring(tree, clean=False) is not None:
+            first = tree.body[0]
+            doc = "\n".join(body[first.lineno - 1:first.end_lineno])
+            body = body[first.end_lineno:]
+        kept = []
+        for line in body:
+            (future if line.startswith("from __future__ ") else kept).append(line)
+        chunks.append(f"# %% {nb_rel} #{cell_id}\n" + "\n".join(kept).strip("\n"))
+    names = public_names(ast.parse("\n\n".join(src for _, src in cells)))
+    wrapped = textwrap.fill(repr(names), width=120, subsequent_indent=" " * 11, break_long_words=False,
+                            break_on_hyphens=False)
+    head = [doc] if doc else []
+    head += list(dict.fromkeys(future))
+    head += [f"# AUTOGENERATED from {nb_rel}: edit the chapter, not this file.", f"__all__ = {wrapped}"]
+    return "\n".join(head) + "\n\n\n" + "\n\n\n".join(chunks) + "\n"
+
+
+def export_all(root: Path = ROOT, chapters: Path = CHAPTERS) -> None:
+    """Write every chapter's `#| export` cells into the packages under `root`, each module afresh."""
+    for nb in chapter_paths(chapters):
+        for module, cells in exported_cells(nb).items():
+            path = module_file(root, module)
+            path.parent.mkdir(parents=True, exist_ok=True)
+            path.write_text(module_text(f"{CHAPTERS.name}/{nb.name}", cells), encoding="utf-8")
+
+
+def generated_files(root: Path) -> dict:
+    """Relative path -> text of every generated module under `root` (the engine and the other packages)."""
+    out = {}
+    for top in (PACKAGE.name, *OTHER_PACKAGES):
+        for p in sorted((root / top).rglob("*.py")):
+            rel = p.relative_to(root)
+            if rel.name in HAND_WRITTEN or "__pycache__" in rel.parts:
+                continue
+            out[str(rel)] = p.read_text()
     return out
 
 
 def check_sync() -> int:
-    """Export into a temp dir and compare with the committed package; 1 if they differ."""
-    # mirror the repository layout (<tmp>/chapters, <tmp>/nanoserve): nbdev derives both the
-    # relative imports and the "File to edit" paths from where the package sits next to the chapters
+    """Export into a temp dir and compare with the committed packages; 1 if they differ."""
     with tempfile.TemporaryDirectory(prefix="nanoserve_export_check_") as tmp:
-        chapters = Path(tmp) / CHAPTERS.name
-        shutil.copytree(CHAPTERS, chapters, ignore=shutil.ignore_patterns(".ipynb_checkpoints"))
-        fresh = Path(tmp) / PACKAGE.name
-        fresh.mkdir()
-        export_all(fresh, chapters)
-        want = generated_files(fresh)
-    have = generated_files(PACKAGE)
+        export_all(Path(tmp))
+        want = generated_files(Path(tmp))
+    have = generated_files(ROOT)
     bad = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
     if bad:
-        print("notebooks and package are out of sync: run `python tools/nb.py export` "
+        print("notebooks and packages are out of sync: run `python tools/nb.py export` "
               "(edit the chapter, not the generated module). Differing modules:")
         for k in bad:
-            print("  nanoserve/" + k, "(missing)" if k not in have else "(stale)" if k in want else "(not generated by any chapter)")
+            print("  " + k, "(missing)" if k not in have else "(stale)" if k in want else "(not generated by any chapter)")
         return 1
-    print(f"notebooks and package are in sync ({len(want)} generated modules)")
+    print(f"notebooks and packages are in sync ({len(want)} generated modules)")
     return 0
 
 
@@ -97,7 +151,7 @@ def build(draft: Path, run: bool = True) -> Path:
     for i, c in enumerate(nb.cells):  # stable ids keep the generated modules' comments stable
         c["id"] = f"c{i:03d}"
     nbformat.write(nb, str(target))
-    export_all(PACKAGE)  # before executing: the chapter's later cells import what its earlier cells export
+    export_all()  # before executing: the chapter's later cells import what its earlier cells export
     if run:
         execute(target)
     return target
@@ -163,7 +217,7 @@ def _recordings_of(nb_path: Path) -> dict:
 
 def gpu_cell_problems(src: str, tags: set, recordings: dict) -> list:
     """A GPU cell must carry a marker that matches its tag and a recording made from its current source."""
-    from nanoserve.course.recordings import parse_marker
+    from course.recordings import parse_marker
 
     marker = parse_marker(src)
     needs = max((GPU_TAGS[t] for t in tags & set(GPU_TAGS)), default=0)
@@ -223,7 +277,7 @@ def main(argv=None) -> int:
     d.add_argument("chapters", nargs="+", type=Path)
     a = ap.parse_args(argv)
     if a.cmd == "export":
-        export_all(PACKAGE)
+        export_all()
         return 0
     if a.cmd == "check":
         return check_sync()

@@ -16,7 +16,7 @@ if [ "${SKIP_GPU_TESTS:-0}" != 1 ]; then
   grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -20
 fi
 if [ ! -f "$MODEL/config.json" ]; then
-  PYTHONPATH=/tmp/site:$PWD/.gpu/before python3 -m nanoserve.bench build-model --config .gpu/config.json --out "$MODEL" \
+  PYTHONPATH=/tmp/site:$PWD/.gpu/before python3 -m nanobench build-model --config .gpu/config.json --out "$MODEL" \
     --tokenizer-from .gpu/tokenizer >"$OUT/build.log" 2>&1 || { tail -20 "$OUT/build.log"; exit 1; }
 fi
 ARGS=(--engine nanoserve --workload "$WORKLOADS" --model "$MODEL" --runs "${RUNS:-2}" --tag h200 --gpu-util 0.9
@@ -26,7 +26,7 @@ for side in before after; do
   echo "[before_after] $side: start $(date -u +%H:%M:%S)"
   # run from inside the tree: `python -m` puts the working directory first on sys.path, so a PYTHONPATH
   # entry alone would still import the checkout's nanoserve
-  (cd "$root" && PYTHONPATH=/tmp/site:$root timeout 200 python3 -m nanoserve.bench "${ARGS[@]}" \
+  (cd "$root" && PYTHONPATH=/tmp/site:$root timeout 200 python3 -m nanobench "${ARGS[@]}" \
     --out "$OUT/$side" --session "$side" >"$OUT/$side.log" 2>&1)
   echo "[before_after] $side: exit $? $(date -u +%H:%M:%S)"; grep -E "Error|Traceback" "$OUT/$side.log" | head -5
   echo "[before_after] $side imported $(cd "$root" && PYTHONPATH=$root python3 -c "import nanoserve; print(nanoserve.__file__)" 2>/dev/null)"

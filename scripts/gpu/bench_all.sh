@@ -5,11 +5,11 @@
 #   bash scripts/gpu/bench_all.sh
 #
 # 1. builds a random-weight checkpoint with the exact Qwen3-0.6B config into $MODEL (tokenizer files
-#    from .gpu/tokenizer/ when present: `python -m nanoserve.bench build-tokenizer .gpu/tokenizer` here);
+#    from .gpu/tokenizer/ when present: `python -m nanobench build-tokenizer .gpu/tokenizer` here);
 # 2. runs each engine ONCE, in its own Python process, over all workloads (one engine instance each:
 #    vLLM's start-up alone is 35-70 s), at least two timed runs per throughput workload;
 # 3. bundles every per-run JSON into $OUT/results.json (split it at home with
-#    `python -m nanoserve.bench unpack results.json`), keeps the log in $OUT/bench.log and prints a table.
+#    `python -m nanobench unpack results.json`), keeps the log in $OUT/bench.log and prints a table.
 # Budget: about 9 minutes in all; each engine process is stopped after its timeout (results of the
 # workloads it finished are kept). Environment knobs below; extra engine flags via NANOSERVE_ARGS / VLLM_ARGS.
 set -uo pipefail
@@ -56,7 +56,7 @@ if [ ! -f "$MODEL/config.json" ]; then
   TOK=()
   [ -f .gpu/tokenizer/tokenizer.json ] && TOK=(--tokenizer-from .gpu/tokenizer)
   say "building random-weight checkpoint from $CONFIG into $MODEL"
-  python3 -m nanoserve.bench build-model --config "$CONFIG" --out "$MODEL" "${TOK[@]}" >>"$LOG" 2>&1 \
+  python3 -m nanobench build-model --config "$CONFIG" --out "$MODEL" "${TOK[@]}" >>"$LOG" 2>&1 \
     || { say "ERROR: could not build the checkpoint (see $LOG)"; tail -20 "$LOG"; exit 1; }
 fi
 [ -f "$MODEL/tokenizer.json" ] || say "no tokenizer files in $MODEL: both engines run with skip_tokenizer_init"
@@ -70,7 +70,7 @@ for ENGINE in $ENGINES; do
       say "nanoserve: start (timeout ${NANOSERVE_TIMEOUT}s)"
       # shellcheck disable=SC2086
       PYTHONPATH="$FLASH_SITE:$PYTHONPATH" timeout -k 10 "$NANOSERVE_TIMEOUT" \
-        python3 -m nanoserve.bench --engine nanoserve "${COMMON[@]}" --timeline --measure-gpu $NANOSERVE_ARGS \
+        python3 -m nanobench --engine nanoserve "${COMMON[@]}" --timeline --measure-gpu $NANOSERVE_ARGS \
         >>"$LOG" 2>&1
       ;;
     vllm)
@@ -78,18 +78,18 @@ for ENGINE in $ENGINES; do
       say "vllm: start (timeout ${VLLM_TIMEOUT}s)"
       # shellcheck disable=SC2086
       PYTHONPATH="$VLLM_SITE:$PYTHONPATH" VLLM_USE_FLASHINFER_SAMPLER=0 timeout -k 10 "$VLLM_TIMEOUT" \
-        python3 -m nanoserve.bench --engine vllm "${COMMON[@]}" $VLLM_ARGS >>"$LOG" 2>&1
+        python3 -m nanobench --engine vllm "${COMMON[@]}" $VLLM_ARGS >>"$LOG" 2>&1
       ;;
     nano-vllm)
       if [ ! -f "$NANO_VLLM_PATH/nanovllm/__init__.py" ]; then say "no nano-vllm checkout in $NANO_VLLM_PATH: skipped"; continue; fi
       say "nano-vllm: start (timeout ${NANO_VLLM_TIMEOUT}s, commit $(cat "$NANO_VLLM_PATH/COMMIT" 2>/dev/null))"
       PYTHONPATH="$FLASH_SITE:$PYTHONPATH" timeout -k 10 "$NANO_VLLM_TIMEOUT" \
-        python3 -m nanoserve.bench --engine nano-vllm --nano-vllm-path "$NANO_VLLM_PATH" "${COMMON[@]}" >>"$LOG" 2>&1
+        python3 -m nanobench --engine nano-vllm --nano-vllm-path "$NANO_VLLM_PATH" "${COMMON[@]}" >>"$LOG" 2>&1
       ;;
     transformers)
       say "transformers: start (timeout ${TRANSFORMERS_TIMEOUT}s; $TRANSFORMERS_ARGS)"
       # shellcheck disable=SC2086
-      timeout -k 10 "$TRANSFORMERS_TIMEOUT" python3 -m nanoserve.bench --engine transformers "${COMMON[@]}" \
+      timeout -k 10 "$TRANSFORMERS_TIMEOUT" python3 -m nanobench --engine transformers "${COMMON[@]}" \
         $TRANSFORMERS_ARGS >>"$LOG" 2>&1
       ;;
     *) say "unknown engine $ENGINE: skipped"; continue ;;
@@ -101,9 +101,9 @@ done
 
 n=$(ls "$RUNDIR"/*.json 2>/dev/null | wc -l)
 if [ "$n" -gt 0 ]; then
-  python3 -m nanoserve.bench bundle "$RUNDIR" --out "$OUT/results.json" | tee -a "$LOG"
+  python3 -m nanobench bundle "$RUNDIR" --out "$OUT/results.json" | tee -a "$LOG"
   echo
-  python3 -m nanoserve.bench summary "$RUNDIR" | tee -a "$LOG"
+  python3 -m nanobench summary "$RUNDIR" | tee -a "$LOG"
 else
   say "no results were written; the last lines of the log:"
   tail -40 "$LOG"

@@ -15,7 +15,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[2]
 sys.path.insert(0, str(ROOT))
-from nanoserve.course.recordings import parse_marker  # noqa: E402
+from course.recordings import parse_marker  # noqa: E402
 
 
 def current_gpu_cells(nb_path):

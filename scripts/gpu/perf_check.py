@@ -80,7 +80,7 @@ def latency(llm, batch: int, temperature: float, n_in=128, n_out=128) -> dict:
 def random_workload(llm) -> dict:
     """The issue-7 `random` workload: 256 requests, lengths uniform in [100, 1024], temperature 0.6, ignore_eos."""
     try:
-        from nanoserve.bench.workloads import make_workload
+        from nanobench.workloads import make_workload
 
         work = [(list(r.prompt_token_ids), r.max_tokens) for r in make_workload("random")]
     except Exception:  # the harness is not there yet: the same recipe by hand

@@ -15,7 +15,7 @@ import torch
 from torch.profiler import ProfilerActivity, profile
 
 from nanoserve import LLM, SamplingParams
-from nanoserve.bench.provenance import collect_provenance, command_line, utc_now
+from nanobench.provenance import collect_provenance, command_line, utc_now
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
 
 

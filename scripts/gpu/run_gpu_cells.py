@@ -23,7 +23,7 @@ import traceback
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
-from nanoserve.course.recordings import parse_marker  # noqa: E402
+from course.recordings import parse_marker  # noqa: E402
 
 
 def split_last_expression(source):

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Online serving benchmark on one GPU: `nanoserve serve`, then `vllm serve`, both measured by the same
-# client (python -m nanoserve.bench.serve, = `python -m nanoserve.bench serve`) at the same request rates.
+# client (python -m nanobench.serve, = `python -m nanobench serve`) at the same request rates.
 # Run ON THE GPU MACHINE from the repository root, after vLLM is installed in /tmp/vsite and flash-attn
 # in /tmp/site (see scripts/gpu/final_bench.sh and ../shared/gpu/README.md):
 #
@@ -71,7 +71,7 @@ run_rates() {  # LABEL PORT: the same client, the same prompts, every rate
   for rate in $RATES; do
     say "$1: request rate $rate, $NUM_PROMPTS prompts of $INPUT_LEN tokens -> $OUTPUT_LEN tokens"
     # shellcheck disable=SC2086
-    timeout -k 5 "$BENCH_TIMEOUT" python3 -m nanoserve.bench.serve --base-url "http://127.0.0.1:$2" --model "$NAME" \
+    timeout -k 5 "$BENCH_TIMEOUT" python3 -m nanobench.serve --base-url "http://127.0.0.1:$2" --model "$NAME" \
       --request-rate "$rate" --num-prompts "$NUM_PROMPTS" --input-len "$INPUT_LEN" --output-len "$OUTPUT_LEN" \
       --goodput $GOODPUT --label "$1" --out "$RUNDIR" --result-file "$1-rate$rate.json" >>"$LOG" 2>&1 \
       || say "$1 at rate $rate: exit $? (see $LOG)"
@@ -89,7 +89,7 @@ done
 
 if [ ! -f "$MODEL/config.json" ]; then
   say "building a random-weight checkpoint from $CONFIG into $MODEL"
-  timeout 300 python3 -m nanoserve.bench build-model --config "$CONFIG" --out "$MODEL" >>"$LOG" 2>&1 \
+  timeout 300 python3 -m nanobench build-model --config "$CONFIG" --out "$MODEL" >>"$LOG" 2>&1 \
     || { say "ERROR: could not build the checkpoint"; tail -20 "$LOG"; exit 1; }
 fi
 SKIP=()
@@ -135,4 +135,4 @@ pathlib.Path(sys.argv[2]).write_text(json.dumps({f.name: json.loads(f.read_text(
 print(f"{len(files)} results -> {sys.argv[2]}")
 PY
 echo
-PYTHONPATH="$SHIM:$PYTHONPATH" python3 -m nanoserve.bench.serve summary "$RUNDIR" | tee "$OUT/summary.md"
+PYTHONPATH="$SHIM:$PYTHONPATH" python3 -m nanobench.serve summary "$RUNDIR" | tee "$OUT/summary.md"

@@ -2,13 +2,13 @@
 # Every workload on nanoserve, vLLM, nano-vllm and the transformers baseline, back to back on one H200, in ONE
 # call (about 8 minutes). Run ON THE GPU MACHINE from the repository root, after the six vLLM parts were stashed
 # by earlier calls (`bash .gpu/stash.sh .gpu/vllm K`, see ../shared/gpu/README.md). It expects in .gpu/:
-#   flash_attn-*.whl, config.json (Qwen3-0.6B), tokenizer/ (`python -m nanoserve.bench build-tokenizer
+#   flash_attn-*.whl, config.json (Qwen3-0.6B), tokenizer/ (`python -m nanobench build-tokenizer
 #   .gpu/tokenizer`: nano-vllm loads a tokenizer), nano-vllm/ (its source: `git archive HEAD` of
 #   GeeeekExplorer/nano-vllm, with its commit in nano-vllm/COMMIT) and wheels/ (xxhash, which nano-vllm needs).
 #
 #   OUT=/tmp/three_out bash scripts/gpu/three_engines.sh
 #
-# Returns $OUT/results.json (a bundle: `python -m nanoserve.bench unpack results.json` at home), $OUT/bench.log,
+# Returns $OUT/results.json (a bundle: `python -m nanobench unpack results.json` at home), $OUT/bench.log,
 # and prints the engines-side-by-side table last. Knobs: ENGINES, WORKLOADS and the per-engine timeouts of
 # bench_all.sh; the transformers baseline runs fewer requests (TRANSFORMERS_ARGS) to fit the budget.
 set -uo pipefail

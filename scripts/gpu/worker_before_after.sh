@@ -12,7 +12,7 @@ python3 -c "import flash_attn" 2>/dev/null || PYTHONPATH=/tmp/site python3 -c "i
   || python3 -m pip install -q --no-index --no-deps --target /tmp/site "$KIT"/flash_attn-*.whl "$KIT"/wheels/*.whl
 export PYTHONUNBUFFERED=1
 if [ ! -f "$MODEL/config.json" ]; then
-  (cd "$BEFORE" && PYTHONPATH=/tmp/site:$BEFORE python3 -m nanoserve.bench build-model --config "$KIT/config.json" \
+  (cd "$BEFORE" && PYTHONPATH=/tmp/site:$BEFORE python3 -m nanobench build-model --config "$KIT/config.json" \
     --out "$MODEL" --no-tokenizer >"$OUT/build.log" 2>&1) || { tail -20 "$OUT/build.log"; exit 1; }
 fi
 ARGS=(--engine nanoserve --workload "$WORKLOADS" --model "$MODEL" --runs "${RUNS:-2}" --tag h200 --gpu-util 0.9
@@ -20,7 +20,7 @@ ARGS=(--engine nanoserve --workload "$WORKLOADS" --model "$MODEL" --runs "${RUNS
 for side in before after; do
   root=$BEFORE; [ "$side" = after ] && root=$AFTER
   echo "[ba] $side: start $(date -u +%H:%M:%S), imports $(cd "$root" && PYTHONPATH=$root python3 -c "import nanoserve; print(nanoserve.__file__)" 2>/dev/null)"
-  (cd "$root" && PYTHONPATH=/tmp/site:$root timeout "${BENCH_TIMEOUT:-220}" python3 -m nanoserve.bench "${ARGS[@]}" \
+  (cd "$root" && PYTHONPATH=/tmp/site:$root timeout "${BENCH_TIMEOUT:-220}" python3 -m nanobench "${ARGS[@]}" \
     --out "$OUT/$side" --session "$side" >"$OUT/$side.log" 2>&1)
   echo "[ba] $side: exit $? $(date -u +%H:%M:%S)"; grep -E "Error|Traceback" "$OUT/$side.log" | head -5
 done

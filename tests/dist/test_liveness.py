@@ -7,7 +7,7 @@ import pytest
 
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.course import faults
+from course import faults
 from nanoserve.parallel.transport import shm_step
 from nanoserve.parallel.workers import RankPool
 from nanoserve.sampling import SamplingParams

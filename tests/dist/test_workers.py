@@ -6,7 +6,7 @@ import textwrap
 
 import pytest
 
-from nanoserve.course import faults
+from course import faults
 from nanoserve.parallel import checks
 from nanoserve.parallel.transport import shm_step
 from nanoserve.parallel.workers import HANG_DUMP_ENV, RankPool, check_tp_size

@@ -5,7 +5,7 @@ import math
 import pytest
 
 from conftest import MODEL_NAME
-from nanoserve.bench.serve import main, parse_slos, percentiles, sample_requests
+from nanobench.serve import main, parse_slos, percentiles, sample_requests
 
 
 def test_bench_client_writes_json_with_percentiles(server, tmp_path):
@@ -20,7 +20,7 @@ def test_bench_client_writes_json_with_percentiles(server, tmp_path):
     assert m["goodput"] == pytest.approx(m["request_throughput"])
     for name in ("ttft_ms", "tpot_ms", "itl_ms", "e2el_ms"):
         assert 0 < m[name]["p50"] <= m[name]["p90"] <= m[name]["p99"]
-    assert result["provenance"]["nanoserve"] and result["command"].startswith("python -m nanoserve.bench serve")
+    assert result["provenance"]["nanoserve"] and result["command"].startswith("python -m nanobench serve")
     assert len(result["requests"]) == 8 and all(r["first_token"] <= r["end"] for r in result["requests"])
 
 

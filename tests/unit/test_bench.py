@@ -6,16 +6,16 @@ import time
 
 import pytest
 
-import nanoserve.bench.cli as bench
-from nanoserve.bench.checks import BenchArgumentError, smoke_model_dir
-from nanoserve.bench.cli import engine_options, parse_run_args, parse_workloads, run_benchmark, run_parser
-from nanoserve.bench.floor import H200_DATASHEET, decode_step_floor_s, model_cost, workload_floor
-from nanoserve.bench.measure import measure_latency, measure_throughput
-from nanoserve.bench.provenance import (PROVENANCE_KEYS, collect_provenance, make_bundle, result_filename,
+import nanobench.cli as bench
+from nanobench.checks import BenchArgumentError, smoke_model_dir
+from nanobench.cli import engine_options, parse_run_args, parse_workloads, run_benchmark, run_parser
+from nanobench.floor import H200_DATASHEET, decode_step_floor_s, model_cost, workload_floor
+from nanobench.measure import measure_latency, measure_throughput
+from nanobench.provenance import (PROVENANCE_KEYS, collect_provenance, make_bundle, result_filename,
                                         save_result, unpack_bundle)
-from nanoserve.bench.results import (BUNDLE_SCHEMA, SCHEMA, engines_table, latency_rows, load_results,
+from nanobench.results import (BUNDLE_SCHEMA, SCHEMA, engines_table, latency_rows, load_results,
                                      report_markdown, throughput_rows)
-from nanoserve.bench.workloads import (WORKLOAD_SPECS, BenchRequest, latency_requests, make_workload,
+from nanobench.workloads import (WORKLOAD_SPECS, BenchRequest, latency_requests, make_workload,
                                        random_requests, redraw_ids, shared_prefix_len, total_output_tokens)
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG
 
@@ -190,7 +190,7 @@ def fake_result(engine, workload, tok_s, session="s1", date="2026-01-01T00:00:00
 
 
 def test_environment_keeps_only_engine_knobs(monkeypatch):
-    from nanoserve.bench.provenance import environment
+    from nanobench.provenance import environment
 
     monkeypatch.setenv("VLLM_USE_FLASHINFER_SAMPLER", "0")
     monkeypatch.setenv("SOME_SECRET_TOKEN", "x")
@@ -280,7 +280,7 @@ def test_nanoserve_engine_smoke(tmp_path):
     assert tput["label"] == "cpu-smoke" and paths[0].name.startswith("cpu-smoke-")
     assert tput["metrics"]["complete"] and tput["metrics"]["output_tokens"] == tput["metrics"]["expected_output_tokens"]
     assert tput["timeline"]["num_steps"] >= 6 and tput["engine_options"]["device"] == "cpu"
-    assert tput["command"].startswith("python -m nanoserve.bench --engine nanoserve")
+    assert tput["command"].startswith("python -m nanobench --engine nanoserve")
     assert set(PROVENANCE_KEYS) <= set(tput["provenance"]) and tput["startup"]["startup_s"] > 0
     assert set(results["latency"]["metrics"]["batches"]) == {"1", "2"}
 
@@ -335,7 +335,7 @@ def test_command_line_errors_are_one_line_each_without_a_traceback(tiny_model, n
                        "--device", "cpu", "--num-requests", "4"]) == 2
     err = capsys.readouterr().err
     assert "Traceback" not in err
-    assert err.splitlines() == [line for line in err.splitlines() if line.startswith("python -m nanoserve.bench: error:")]
+    assert err.splitlines() == [line for line in err.splitlines() if line.startswith("python -m nanobench: error:")]
     assert len(err.splitlines()) == 2  # the length and the vocabulary; four requests are fine on a CPU
     with pytest.raises(SystemExit) as exit_:
         bench.main(["--workload", "random"])
@@ -365,7 +365,7 @@ def test_cpu_smoke_preset_runs_quickly_with_a_progress_bar(tmp_path, monkeypatch
     results = {r["workload"]: r for r in load_results(paths[0].parent)}
     assert set(results) == {"random", "latency"}
     assert results["random"]["label"] == "cpu-smoke" and results["random"]["metrics"]["complete"]
-    assert results["random"]["command"] == "python -m nanoserve.bench --preset cpu-smoke"
+    assert results["random"]["command"] == "python -m nanobench --preset cpu-smoke"
     err = capsys.readouterr().err
     assert "nanoserve random: 100%" in err and "nanoserve latency: 100%" in err
 
@@ -436,7 +436,7 @@ class LLM:
 def test_nano_vllm_adapter_with_a_stand_in_package(tmp_path, monkeypatch):
     import sys
 
-    from nanoserve.bench.engines import NanoVllmEngine
+    from nanobench.engines import NanoVllmEngine
 
     (tmp_path / "nano" / "nanovllm").mkdir(parents=True)
     (tmp_path / "nano" / "nanovllm" / "__init__.py").write_text(FAKE_NANOVLLM)

@@ -4,7 +4,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from nanoserve.kv.blocks import BlockManager, NoFreeBlocksError
-from nanoserve.course.kv_viz import layout_blocks
+from course.kv_viz import layout_blocks
 
 
 def test_allocate_grows_table_in_place():

@@ -7,9 +7,9 @@ import matplotlib
 matplotlib.use("Agg")
 import pytest  # noqa: E402
 
-from nanoserve.course.roadmap import SPINE, exported_lines, you_are_here  # noqa: E402
-from nanoserve.course.simulate import latency_in_steps, token_steps  # noqa: E402
-from nanoserve.course.snapshots import stable_model_id, stable_widget_ids  # noqa: E402
+from course.roadmap import SPINE, exported_lines, you_are_here  # noqa: E402
+from course.simulate import latency_in_steps, token_steps  # noqa: E402
+from course.snapshots import stable_model_id, stable_widget_ids  # noqa: E402
 from nanoserve.engine.scheduler import Scheduler, SchedulerConfig  # noqa: E402
 from nanoserve.engine.sequence import Sequence  # noqa: E402
 from nanoserve.kv.blocks import BlockManager  # noqa: E402

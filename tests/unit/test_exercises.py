@@ -7,9 +7,9 @@ from pathlib import Path
 
 import pytest
 
-import nanoserve.course.exercises as exercises
-import nanoserve.course.solutions as solutions
-from nanoserve.course.exercises import check_exercise, show_solution
+import course.exercises as exercises
+import course.solutions as solutions
+from course.exercises import check_exercise, show_solution
 
 CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
 EXERCISE = re.compile(r"\*\*Exercise (\d\d\.\d+)\*\*")
@@ -112,7 +112,7 @@ def test_build_it_yourself_checkers_pass_the_solution_and_not_the_stub(exercise_
 
 
 def test_the_readers_prefix_match_runs_a_whole_manager():
-    from nanoserve.course.build import with_prefix_match
+    from course.build import with_prefix_match
 
     manager = with_prefix_match(SOLUTIONS["04.7"])(num_blocks=8, block_size=4)
     prompt = list(range(1, 11))

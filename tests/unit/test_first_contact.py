@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-import nanoserve.bench.cli as bench
-from nanoserve.bench.engine_base import BenchEngine
-from nanoserve.bench.measure import measure_latency, timed_first_token_run
-from nanoserve.bench.workloads import latency_requests
+import nanobench.cli as bench
+from nanobench.engine_base import BenchEngine
+from nanobench.measure import measure_latency, timed_first_token_run
+from nanobench.workloads import latency_requests
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -88,7 +88,7 @@ def test_too_few_steps_to_time_the_first_token_is_an_error():
 
 def test_nanoserve_latency_comes_from_its_own_first_token_times(tmp_path):
     pytest.importorskip("nanoserve.llm")
-    from nanoserve.bench.engines import NanoserveEngine
+    from nanobench.engines import NanoserveEngine
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     engine = NanoserveEngine(make_tiny_checkpoint(tmp_path / "m"), {"device": "cpu", "max_model_len": 64,
@@ -114,7 +114,7 @@ def test_help_lists_every_subcommand_and_each_has_its_own_help(capsys):
         with pytest.raises(SystemExit) as done:
             bench.main([name, "-h"])
         assert done.value.code == 0, name
-        assert f"nanoserve.bench {name}" in capsys.readouterr().out
+        assert f"nanobench {name}" in capsys.readouterr().out
 
 
 def test_runs_go_to_a_git_ignored_folder_by_default():
@@ -130,7 +130,7 @@ def test_a_model_that_cannot_be_found_is_one_error_line_and_writes_nothing(tmp_p
                      "--device", "cpu", "--num-requests", "2", "--output-len", "2,4", "--prompt-len", "4,8",
                      "--out", str(tmp_path / "out"), "--no-progress"])
     err = capsys.readouterr().err
-    assert rc == 1 and err.startswith("python -m nanoserve.bench: error: ") and "Traceback" not in err
+    assert rc == 1 and err.startswith("python -m nanobench: error: ") and "Traceback" not in err
     assert not (tmp_path / "out").exists()
 
 

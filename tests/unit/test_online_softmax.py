@@ -4,7 +4,7 @@ import torch
 import torch.nn.functional as F
 from hypothesis import given, settings, strategies as st
 
-from nanoserve.course.tiling import tiled_attention, tiles_visited
+from course.tiling import tiled_attention, tiles_visited
 
 
 def reference(q, k, v, causal):

@@ -111,7 +111,7 @@ def test_hash_collision_cannot_return_wrong_blocks():
 
 
 def test_cached_block_and_hash_chain_rows_follow_the_chain():
-    from nanoserve.course.kv_viz import hash_chain_rows
+    from course.kv_viz import hash_chain_rows
 
     bm = PrefixCachingBlockManager(num_blocks=16, block_size=4)
     shared = list(range(100, 108))

@@ -295,7 +295,7 @@ def test_random_workloads_always_finish_without_leaks(w):
 
 
 def test_simulation_helpers_record_steps_and_render_state():
-    from nanoserve.course.simulate import format_trace, render_snapshot, run_workload, snapshot
+    from course.simulate import format_trace, render_snapshot, run_workload, snapshot
 
     sched, bm = make(num_blocks=8, block_size=4, budget=8, max_model_len=32)
     seqs = [Sequence(i, [i + 1] * p, max_tokens=m) for i, (p, m) in enumerate([(5, 3), (10, 2)])]

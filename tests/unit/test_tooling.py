@@ -141,7 +141,7 @@ def test_static_flags_gpu_cells_without_a_current_recording(tmp_path, source, re
 def test_execute_replays_a_gpu_cell_without_cuda_and_runs_on(tmp_path):
     chapter = tmp_path / "chapters" / "01_replay.ipynb"
     write_chapter(chapter, [
-        ('from nanoserve.course.recordings import replay_gpu_cells\n'
+        ('from course.recordings import replay_gpu_cells\n'
          'replay_gpu_cells("recordings/01_replay.json")', [], None),
         (GPU_MARKER + "raise RuntimeError('no CUDA here')", ["gpu"], None),
         ("print('after', 1 + 1)", [], None),

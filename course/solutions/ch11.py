@@ -1,5 +1,5 @@
 """Solutions to chapter 11's exercises (benchmarking)."""
-from nanoserve.bench.floor import H200_DATASHEET, model_cost, step_bound
+from nanobench.floor import H200_DATASHEET, model_cost, step_bound
 
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 

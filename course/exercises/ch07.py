@@ -1,7 +1,7 @@
 """Checkers for chapter 07's exercises (flash attention)."""
 import torch
 
-from nanoserve.course.tiling import attention_partial, kv_bytes_read
+from course.tiling import attention_partial, kv_bytes_read
 
 __all__ = ["CHECKS"]
 

@@ -1,6 +1,6 @@
 """Checkers for chapter 11's exercises (benchmarking)."""
-from nanoserve.bench.floor import H200_DATASHEET, model_cost, step_bound
-from nanoserve.bench.workloads import make_workload
+from nanobench.floor import H200_DATASHEET, model_cost, step_bound
+from nanobench.workloads import make_workload
 
 from ..solutions.ch11 import padding_fraction as _reference_padding  # the reference answer
 

@@ -2,7 +2,7 @@
 import random
 import sys
 
-from nanoserve.course.simulate import run_workload
+from course.simulate import run_workload
 from nanoserve.engine.scheduler import Scheduler, SchedulerConfig
 from nanoserve.engine.sequence import Sequence
 from nanoserve.kv.blocks import BlockManager

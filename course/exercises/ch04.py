@@ -52,7 +52,7 @@ def _prefix_pool(manager_class):
 
 def check_longest_cached_prefix(longest_cached_prefix) -> str:
     """04.7 (build it yourself): the longest chain of cached full blocks at the start of a prompt."""
-    from nanoserve.course.build import with_prefix_match
+    from course.build import with_prefix_match
     from nanoserve.kv.prefix import PrefixCachingBlockManager
 
     queries = [list(range(1, 14)), list(range(1, 13)), list(range(1, 9)), list(range(1, 9)) + [50, 51, 52, 53, 99],

@@ -71,8 +71,8 @@ def replay_cell_transformer(path):
         marker = parse_marker("".join(lines))
         if marker is None or cuda_device_count() >= marker[0]:
             return lines
-        return ["import nanoserve.course.recordings\n",
-                f"nanoserve.course.recordings.show_recording({str(path)!r}, {marker[1]!r})\n"]
+        return ["import course.recordings\n",
+                f"course.recordings.show_recording({str(path)!r}, {marker[1]!r})\n"]
 
     transform.nanoserve_recordings = True
     return transform

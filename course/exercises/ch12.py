@@ -1,7 +1,7 @@
 """Checkers for chapter 12's exercises (serving)."""
 import random
 
-from nanoserve.bench.serve import RequestResult
+from nanobench.serve import RequestResult
 
 __all__ = ["CHECKS"]
 

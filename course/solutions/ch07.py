@@ -1,7 +1,7 @@
 """Solutions to chapter 07's exercises (flash attention)."""
 import torch
 
-from nanoserve.course.tiling import tiles_visited
+from course.tiling import tiles_visited
 
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 

@@ -2,7 +2,7 @@
 
 Each chapter's checkers live in `chNN.py` as `CHECKS = {"05.1": check_fn}`; a checker raises AssertionError
 with a hint when the answer is wrong and returns a short success message otherwise. Written answers to
-discussion exercises live in `nanoserve/course/solutions/chNN.py` (`EXPLANATIONS`), shown by `show_solution`.
+discussion exercises live in `course/solutions/chNN.py` (`EXPLANATIONS`), shown by `show_solution`.
 Hand-written, not exported by a chapter.
 """
 import importlib
@@ -55,7 +55,7 @@ def show_solution(exercise_id: str) -> None:
     if exercise_id in explanations:
         print(f"exercise {exercise_id}, one answer:\n{explanations[exercise_id]}")
     elif exercise_id in getattr(module, "SOLUTIONS", {}):
-        print(f"exercise {exercise_id} has a checker; a solution is in nanoserve/course/solutions/"
+        print(f"exercise {exercise_id} has a checker; a solution is in course/solutions/"
               f"{chapter_of(exercise_id)}.py (SOLUTIONS[{exercise_id!r}])")
     else:
         raise ValueError(f"exercise {exercise_id} has no written solution")

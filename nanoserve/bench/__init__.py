@@ -1,2 +1,0 @@
-"""The benchmark harness, `python -m nanoserve.bench`: workloads, floor and results (chapter 11), the
-command line, engine adapters and provenance (appendix A4), the online client (chapter 12)."""
