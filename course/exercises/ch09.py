@@ -1,6 +1,6 @@
 """Checkers for chapter 09's exercises (async scheduling, mixed-step graphs)."""
-from ..solutions.ch09 import token_rows as _token_rows  # the references the reader's answers are compared with
-from ..solutions.ch09 import lanes_and_pieces as _lanes_and_pieces
+from course.solutions.ch09 import token_rows as _token_rows  # the references the reader's answers are compared with
+from course.solutions.ch09 import lanes_and_pieces as _lanes_and_pieces
 
 __all__ = ["CHECKS"]
 
@@ -50,7 +50,7 @@ def check_merge(merge) -> str:
     """09.6: two partial attentions and their log-sum-exps merge into attention over all the keys."""
     import torch
 
-    from ...attention.cascade import attend_with_lse
+    from nanoserve.attention.cascade import attend_with_lse
 
     g = torch.Generator().manual_seed(6)
     for split in (1, 7, 19):

@@ -2,7 +2,7 @@
 from nanobench.floor import H200_DATASHEET, model_cost, step_bound
 from nanobench.workloads import make_workload
 
-from ..solutions.ch11 import padding_fraction as _reference_padding  # the reference answer
+from course.solutions.ch11 import padding_fraction as _reference_padding  # the reference answer
 
 __all__ = ["CHECKS"]
 
