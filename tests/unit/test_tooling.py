@@ -288,5 +288,5 @@ def test_strict_numbers_read_a_named_recording_and_flag_stale_sessions(tmp_path)
     assert _strict_problems(tmp_path, cells, recordings=recordings) == [
         " cell 0: '6.79 ms' is not printed by recording \"steps\" with its unit",
         " cell 0: '1.5 ms' cites recording \"nope\", which this chapter lacks",
-        " cell 0: '2026-11-29T08:00:00Z' (a date or session id) is printed by no output or recording of this "
+        " cell 0: '2026-11-29T08:00:00Z' (a date, session or commit id) is printed by no output or recording of this "
         "chapter: stale?"]
