@@ -3,7 +3,7 @@
 __all__ = ['check_vllm_option_names', 'LLMBase', 'LLM', 'check_conversations']
 
 
-# %% chapters/06_engine.ipynb #c119
+# %% chapters/06_engine.ipynb #c121
 import time
 
 from tqdm import tqdm  # a text bar: in a saved notebook it shows its last state, not a frozen widget
@@ -27,7 +27,7 @@ def check_vllm_option_names(vllm_options: dict) -> None:
                         f"{sorted(_VLLM_OPTIONS)}")
 
 
-# %% chapters/06_engine.ipynb #c121
+# %% chapters/06_engine.ipynb #c123
 class LLMBase:
     """An engine and the router its outputs go through, with their lifetime: build, inspect, shut down."""
 
@@ -97,7 +97,7 @@ class LLMBase:
             raise RuntimeError("this LLM was shut down")
 
 
-# %% chapters/06_engine.ipynb #c123
+# %% chapters/06_engine.ipynb #c125
 class LLM(LLMBase):
     """Offline inference in vLLM's shape: build once, then generate, chat or stream."""
 
@@ -151,7 +151,7 @@ class LLM(LLMBase):
         return _stream_deltas(self._router, request)
 
 
-# %% chapters/06_engine.ipynb #c125
+# %% chapters/06_engine.ipynb #c127
 def _as_prompt_list(prompts) -> list:
     """One prompt (str or dict) or a list of them -> a list."""
     if isinstance(prompts, (str, dict)):
@@ -201,7 +201,7 @@ def _collect(router, stats, queue, results: dict, count: int, use_tqdm: bool) ->
                                     refresh=False)
 
 
-# %% chapters/06_engine.ipynb #c127
+# %% chapters/06_engine.ipynb #c129
 def _chat_template_kwargs(chat_template, add_generation_prompt, continue_final_message, tools, extra,
                           enable_thinking) -> dict:
     """apply_chat_template's keyword arguments from chat()'s, checked (errors name the argument)."""
@@ -252,7 +252,7 @@ def _unwrap(item) -> RequestOutput:
     return item
 
 
-# %% chapters/06_engine.ipynb #c129
+# %% chapters/06_engine.ipynb #c131
 def check_conversations(messages) -> list:
     """One conversation or a list of them -> a list of conversations whose contents are strings."""
     if not isinstance(messages, (list, tuple)) or not messages:

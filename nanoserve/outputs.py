@@ -3,7 +3,7 @@
 __all__ = ['RequestOutputKind', 'Logprob', 'CompletionOutput', 'RequestMetrics', 'RequestOutput']
 
 
-# %% chapters/06_engine.ipynb #c040
+# %% chapters/06_engine.ipynb #c042
 import enum
 from dataclasses import dataclass, field
 
@@ -41,7 +41,7 @@ class CompletionOutput:
         return self.finish_reason is not None
 
 
-# %% chapters/06_engine.ipynb #c042
+# %% chapters/06_engine.ipynb #c044
 @dataclass
 class RequestMetrics:
     """When a request passed each milestone (`time.time()` seconds), named as vLLM's RequestMetrics."""

@@ -160,14 +160,16 @@ def bad_word_bans(bad_words_ids: list, output_ids: list) -> list:
 
 
 def apply_logit_processors(logits: torch.Tensor, params_list: list, bad_words_ids: list,
-                           output_ids: list) -> torch.Tensor:
-    """vLLM's built-in logit processors: allowed_token_ids, then bad_words, then logit_bias (out of place)."""
+                           output_ids: list, constraints: list | None = None) -> torch.Tensor:
+    """vLLM's built-in logit processors: a token constraint, allowed_token_ids, bad_words, logit_bias (out of place)."""
     rows = [i for i, p in enumerate(params_list) if p.has_logit_processors]
     if not rows:
         return logits
     logits = logits.float().clone()  # the raw logits stay untouched: logprobs are read from them
     for i in rows:
         p, row = params_list[i], logits[i]
+        if constraints is not None and constraints[i] is not None:
+            constraints[i].mask_logits(row, output_ids[i])
         if p.allowed_token_ids is not None:
             keep = torch.zeros_like(row, dtype=torch.bool)
             keep[torch.tensor(p.allowed_token_ids, device=row.device)] = True
@@ -181,7 +183,7 @@ def apply_logit_processors(logits: torch.Tensor, params_list: list, bad_words_id
     return logits
 
 
-# %% chapters/06_engine.ipynb #c036
+# %% chapters/06_engine.ipynb #c038
 @dataclass
 class SamplingBatch:
     """How to sample each row of one step (vLLM's SamplingMetadata); built by the engine core."""
@@ -193,6 +195,7 @@ class SamplingBatch:
     prompt_token_ids: list | None = None   # per row, when a row's logits depend on the tokens so far
     output_token_ids: list | None = None   # likewise
     bad_words_ids: list | None = None      # per row: its bad words as token-id sequences (or None)
+    constraints: list | None = None        # per row: its token constraint (or None)
     prompt_rows: list = field(default_factory=list)  # (token row in the step, target token id, k): prompt logprobs
 
     @property
@@ -233,7 +236,7 @@ def sample_batch(sampler: "Sampler", logits: torch.Tensor, sampling: SamplingBat
     raw, params = logits, sampling.params
     if sampling.output_token_ids is not None:
         bad_words = sampling.bad_words_ids or [None] * rows
-        logits = apply_logit_processors(logits, params, bad_words, sampling.output_token_ids)
+        logits = apply_logit_processors(logits, params, bad_words, sampling.output_token_ids, sampling.constraints)
         logits = apply_penalties(logits, params, sampling.prompt_token_ids, sampling.output_token_ids)
     if sampling.banned_token_ids is not None:
         logits = _ban(logits, sampling.banned_token_ids)

@@ -138,6 +138,9 @@ def _check_outputs_and_processors(params) -> None:
         if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w.strip() for w in words):
             raise TypeError(f"bad_words must be a list of non-empty strings, got {params.bad_words!r}")
         params.bad_words = list(words)
+    if params.structured_outputs is not None and not callable(getattr(params.structured_outputs, "compile", None)):
+        raise TypeError("structured_outputs must be a constraint spec with a compile(tokenizer, vocab_size) method "
+                        f"(nanoserve.structured.StructuredOutputsParams), got {params.structured_outputs!r}")
 
 
 # %% chapters/06_engine.ipynb #c009
@@ -171,6 +174,7 @@ class SamplingParams:
     logit_bias: dict | None = None  # token id -> added to its logit (clamped to [-100, 100], as vLLM)
     allowed_token_ids: list | None = None  # only these tokens may be generated
     bad_words: list | None = None  # words (strings) whose token sequences must not be generated
+    structured_outputs: object = None  # a constraint spec: `compile(tokenizer, vocab_size)` -> a token constraint
 
     def __post_init__(self):
         _check_sampling_params(self)
@@ -187,8 +191,9 @@ class SamplingParams:
 
     @property
     def has_logit_processors(self) -> bool:
-        """True when logit_bias, allowed_token_ids or bad_words change the logits."""
-        return bool(self.logit_bias) or self.allowed_token_ids is not None or bool(self.bad_words)
+        """True when logit_bias, allowed_token_ids, bad_words or a token constraint change the logits."""
+        return (bool(self.logit_bias) or self.allowed_token_ids is not None or bool(self.bad_words)
+                or self.structured_outputs is not None)
 
     @property
     def needs_output_history(self) -> bool:

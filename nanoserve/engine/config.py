@@ -5,7 +5,7 @@ __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CP
            'kv_cache_fits', 'check_kv_cache_fits']
 
 
-# %% chapters/06_engine.ipynb #c045
+# %% chapters/06_engine.ipynb #c047
 import dataclasses
 import math
 import os
@@ -71,7 +71,7 @@ def parse_dtype(dtype) -> torch.dtype | str:
     raise TypeError(f"dtype must be a str or torch.dtype, got {dtype!r}")
 
 
-# %% chapters/06_engine.ipynb #c047
+# %% chapters/06_engine.ipynb #c049
 def head_dim_of(model_config) -> int:
     """Qwen3 states head_dim explicitly; older configs imply hidden_size / heads."""
     return getattr(model_config, "head_dim", None) or model_config.hidden_size // model_config.num_attention_heads
@@ -98,7 +98,7 @@ def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activat
     return int(share)
 
 
-# %% chapters/06_engine.ipynb #c049
+# %% chapters/06_engine.ipynb #c051
 def _check_engine_args(config) -> None:
     """Type and range checks of every EngineConfig field, run when it is created."""
     if not isinstance(config.model, (str, os.PathLike)) or not str(config.model):
@@ -136,7 +136,7 @@ def _check_engine_args(config) -> None:
     _check_vllm_options(config)
 
 
-# %% chapters/06_engine.ipynb #c051
+# %% chapters/06_engine.ipynb #c053
 def _check_vllm_options(config) -> None:
     """vLLM's keyword arguments: mapped where they mean something here, refused (by name) where not."""
     for name in ("revision", "download_dir"):
@@ -160,7 +160,7 @@ def _check_vllm_options(config) -> None:
                          "unquantized float32/bfloat16/float16 weights; use quantization=None")
 
 
-# %% chapters/06_engine.ipynb #c053
+# %% chapters/06_engine.ipynb #c055
 def _resolve_device(config, backends: dict) -> tuple:
     """(device, dtype, attention backend name) with every 'auto' replaced; `backends` are those on offer."""
     device = config.device
@@ -222,7 +222,7 @@ def _resolve_async_scheduling(config, model_config, device) -> bool:
     return overlap
 
 
-# %% chapters/06_engine.ipynb #c055
+# %% chapters/06_engine.ipynb #c057
 @dataclass
 class EngineConfig:
     """The LLM constructor's arguments; `resolve(model_config)` turns every 'auto'/None into a value."""
@@ -295,7 +295,7 @@ class EngineConfig:
         return max(1, min(wanted, CPU_KV_CACHE_BYTES // block_bytes))
 
 
-# %% chapters/06_engine.ipynb #c057
+# %% chapters/06_engine.ipynb #c059
 def available_memory_bytes(device: torch.device) -> int:
     """What a KV cache could take at most: free memory on a GPU, physical RAM on the host."""
     if device.type == "cuda":

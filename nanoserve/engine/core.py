@@ -3,7 +3,7 @@
 __all__ = ['EngineStats', 'EngineCoreOutput', 'count_decode_tokens', 'tokens_per_sequence', 'SamplingState', 'EngineCore']
 
 
-# %% chapters/06_engine.ipynb #c083
+# %% chapters/06_engine.ipynb #c085
 import time
 from dataclasses import dataclass, field
 
@@ -64,7 +64,7 @@ def tokens_per_sequence(batch: ScheduledBatch, tokens: list) -> list:
     return [next(it) if samples else None for samples in batch.samples]
 
 
-# %% chapters/06_engine.ipynb #c085
+# %% chapters/06_engine.ipynb #c087
 class SamplingState:
     """Per-sequence sampling state kept across steps; builds each step's SamplingBatch."""
 
@@ -72,20 +72,23 @@ class SamplingState:
         self.device = device
         self.generators: dict = {}  # seq_id -> torch.Generator of a seeded sequence
         self.bad_words: dict = {}  # seq_id -> its bad words as token-id sequences
+        self.constraints: dict = {}  # seq_id -> its token constraint (SamplingParams.structured_outputs, compiled)
         self.prompt_logprobs: dict = {}  # seq_id -> the next prompt position to score
 
-    def add(self, seqs: list, bad_words_ids: list | None = None) -> None:
+    def add(self, seqs: list, bad_words_ids: list | None = None, constraints: list | None = None) -> None:
         """Remember a request's sequences; the first one scores the prompt when prompt logprobs are asked."""
         for i, seq in enumerate(seqs):
             if seq.params.seed is not None:
                 self.generators[seq.seq_id] = torch.Generator(self.device).manual_seed(seq.params.seed)
             if bad_words_ids:
                 self.bad_words[seq.seq_id] = bad_words_ids
+            if constraints:
+                self.constraints[seq.seq_id] = constraints[i]
             if i == 0 and seq.params.prompt_logprobs is not None:
                 self.prompt_logprobs[seq.seq_id] = 1  # prompt token 0 has nothing before it to score it
 
     def forget(self, seq) -> None:
-        for table in (self.generators, self.bad_words, self.prompt_logprobs):
+        for table in (self.generators, self.bad_words, self.constraints, self.prompt_logprobs):
             table.pop(seq.seq_id, None)
 
     def build(self, batch: ScheduledBatch) -> tuple:
@@ -111,6 +114,8 @@ class SamplingState:
             sampling.prompt_token_ids = [s.prompt_token_ids for s in seqs]
             sampling.output_token_ids = [s.output_token_ids for s in seqs]
             sampling.bad_words_ids = [self.bad_words.get(s.seq_id) for s in seqs]
+            if self.constraints:
+                sampling.constraints = [self.constraints.get(s.seq_id) for s in seqs]
 
     def _prompt_rows(self, batch: ScheduledBatch, sampling: SamplingBatch) -> list:
         """Add (token row, target, k) for the prompt positions scored this step; return their sequences."""
@@ -128,7 +133,7 @@ class SamplingState:
         return owners
 
 
-# %% chapters/06_engine.ipynb #c087
+# %% chapters/06_engine.ipynb #c089
 class EngineCore:
     """Scheduler + executor: schedule -> execute -> update, one step at a time."""
 
@@ -152,11 +157,11 @@ class EngineCore:
     def block_manager(self):
         return self.scheduler.block_manager
 
-    def add(self, seqs: list, bad_words_ids: list | None = None) -> None:
-        """Queue a request's sequences."""
+    def add(self, seqs: list, bad_words_ids: list | None = None, constraints: list | None = None) -> None:
+        """Queue a request's sequences (with its bad words and one token constraint per sequence, if any)."""
         for seq in seqs:
             self.scheduler.add(seq)
-        self.sampling.add(seqs, bad_words_ids)
+        self.sampling.add(seqs, bad_words_ids, constraints)
 
     def finish(self, seq, reason: str) -> None:
         """Stop a sequence (a stop string, an abort) and free its blocks."""

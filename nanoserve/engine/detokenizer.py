@@ -3,7 +3,7 @@
 __all__ = ['IncrementalDetokenizer']
 
 
-# %% chapters/06_engine.ipynb #c078
+# %% chapters/06_engine.ipynb #c080
 def _decode_stream(tokenizer, skip_special_tokens: bool):
     """A `tokenizers` DecodeStream for a fast tokenizer whose decode adds no clean-up, else None."""
     backend = getattr(tokenizer, "backend_tokenizer", None)

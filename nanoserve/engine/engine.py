@@ -3,7 +3,7 @@
 __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
-# %% chapters/06_engine.ipynb #c103
+# %% chapters/06_engine.ipynb #c105
 from nanoserve.engine.config import EngineConfig, check_kv_cache_fits
 from nanoserve.engine.input_processor import InputProcessor, Request, load_engine_tokenizer
 from nanoserve.engine.output_processor import OutputProcessor
@@ -29,7 +29,7 @@ def request_id_list(request_id) -> list:
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
 
-# %% chapters/06_engine.ipynb #c105
+# %% chapters/06_engine.ipynb #c107
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 
@@ -90,7 +90,7 @@ class LLMEngine:
         """Queue a processed request."""
         self._check_open()
         self.output_processor.add_request(request)
-        self.core.add(request.seqs, request.bad_words_ids)
+        self.core.add(request.seqs, request.bad_words_ids, request.constraints)
 
     # ---- the loop ---------------------------------------------------------------------------
     def has_unfinished_requests(self) -> bool:

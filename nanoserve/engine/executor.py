@@ -3,7 +3,7 @@
 __all__ = ['Executor']
 
 
-# %% chapters/06_engine.ipynb #c080
+# %% chapters/06_engine.ipynb #c082
 from typing import Protocol, runtime_checkable
 
 from nanoserve.engine.scheduler import ScheduledBatch

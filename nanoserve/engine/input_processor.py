@@ -4,7 +4,7 @@ __all__ = ['GENERATION_DEFAULTS', 'Request', 'eos_token_ids', 'generation_defaul
            'check_prompt_ids', 'bad_words_token_ids', 'InputProcessor']
 
 
-# %% chapters/06_engine.ipynb #c089
+# %% chapters/06_engine.ipynb #c091
 import itertools
 import json
 import time
@@ -32,6 +32,7 @@ class Request:
     seqs: list  # its n sequences
     bad_words_ids: list | None  # SamplingParams.bad_words as token-id sequences
     arrival_time: float
+    constraints: list | None = None  # per sequence: SamplingParams.structured_outputs compiled for this tokenizer
 
 
 def eos_token_ids(model_path, model_config, tokenizer) -> set:
@@ -81,7 +82,7 @@ def load_engine_tokenizer(config, model_path):
     return load_tokenizer(path)
 
 
-# %% chapters/06_engine.ipynb #c091
+# %% chapters/06_engine.ipynb #c093
 def prompt_token_ids(prompt, tokenizer, vocab_size: int) -> tuple:
     """(text or None, token ids) of a str, a list of ids, or a {"prompt"/"prompt_token_ids"} dict."""
     text, ids = None, None
@@ -133,7 +134,7 @@ def bad_words_token_ids(tokenizer, words: list) -> list:
     return out
 
 
-# %% chapters/06_engine.ipynb #c093
+# %% chapters/06_engine.ipynb #c095
 class InputProcessor:
     """Checks requests at the door and turns them into `Request`s with their sequences."""
 
@@ -167,7 +168,9 @@ class InputProcessor:
         seqs = [Sequence(next(self._seq_ids), ids, max_tokens, params.for_completion(i), eos)
                 for i in range(params.n)]
         bad_words_ids = bad_words_token_ids(self.tokenizer, params.bad_words) if params.bad_words else None
-        return Request(request_id, text, ids, params, output_kind, seqs, bad_words_ids, time.time())
+        spec = params.structured_outputs
+        constraints = [spec.compile(self.tokenizer, self.vocab_size) for _ in seqs] if spec is not None else None
+        return Request(request_id, text, ids, params, output_kind, seqs, bad_words_ids, time.time(), constraints)
 
     def _check_params(self, params: SamplingParams) -> None:
         """The parts of SamplingParams that depend on this engine."""

@@ -4,7 +4,7 @@ __all__ = ['StepInputs', 'build_step_inputs', 'pack_to_device', 'TokenTable', 'p
            'ModelRunner', 'profile_gpu_kv_blocks', 'dummy_step']
 
 
-# %% chapters/06_engine.ipynb #c061
+# %% chapters/06_engine.ipynb #c063
 import itertools
 import logging
 import math
@@ -88,7 +88,7 @@ def build_step_inputs(token_chunks: list, starts: list, block_tables: list, samp
     )
 
 
-# %% chapters/06_engine.ipynb #c063
+# %% chapters/06_engine.ipynb #c065
 def pack_to_device(tensors: list, device: torch.device) -> list:
     """CPU tensors -> the same on `device` with ONE host-to-device copy (packed in pinned memory, then viewed)."""
     if device.type == "cpu":
@@ -107,7 +107,7 @@ def pack_to_device(tensors: list, device: torch.device) -> list:
     return [packed[o:o + t.numel() * t.element_size()].view(t.dtype).view(t.shape) for t, o in zip(tensors, offsets)]
 
 
-# %% chapters/06_engine.ipynb #c068
+# %% chapters/06_engine.ipynb #c070
 class TokenTable:
     """The newest sampled token of each live sequence, kept on the device: a decode reads its input id there,
     so a sampled token never has to travel to the host and back before the next step can use it."""
@@ -175,7 +175,7 @@ def table_input_ids(input_ids, token_rows, table):
     return torch.where(token_rows >= 0, table[token_rows.clamp(min=0)], input_ids)
 
 
-# %% chapters/06_engine.ipynb #c070
+# %% chapters/06_engine.ipynb #c072
 class ModelRunner:
     """The Executor of one device: owns the model, its KV cache, the token table and the sampler."""
 
@@ -274,7 +274,7 @@ class ModelRunner:
         self.kv_cache, self.kv_caches = None, []
 
 
-# %% chapters/06_engine.ipynb #c072
+# %% chapters/06_engine.ipynb #c074
 def profile_gpu_kv_blocks(runner) -> int:
     """KV blocks that fit on the runner's GPU beside its weights and its peak activations."""
     torch.cuda.synchronize(runner.device)

@@ -1,0 +1,116 @@
+"""Structured outputs (chapter 13): every format holds on a random model, sync and one step ahead, at the door too."""
+import json
+import re
+
+import pytest
+
+from nanoserve.llm import LLM
+from nanoserve.model.tiny import make_tiny_checkpoint
+from nanoserve.sampling import SamplingParams
+
+pytest.importorskip("llguidance")
+from nanoserve.structured import StructuredOutputsParams  # noqa: E402
+
+SCHEMA = {"type": "object", "properties": {"name": {"type": "string", "maxLength": 8},
+                                           "count": {"type": "integer", "minimum": 0, "maximum": 999},
+                                           "tags": {"type": "array", "items": {"enum": ["a", "b"]}, "maxItems": 3}},
+          "required": ["name", "count"], "additionalProperties": False}
+PROMPT = "Give me JSON:"
+
+
+@pytest.fixture(scope="module")
+def checkpoint(tmp_path_factory):
+    return make_tiny_checkpoint(tmp_path_factory.mktemp("so"), seed=3, with_tokenizer=True, max_position_embeddings=256)
+
+
+@pytest.fixture(scope="module", params=[False, True], ids=["sync", "async"])
+def llm(checkpoint, request):
+    return LLM(checkpoint, block_size=4, num_kv_blocks=96, max_num_seqs=4, seed=0, async_scheduling=request.param)
+
+
+def check_schema(value):
+    """SCHEMA's rules, checked by hand (no jsonschema dependency)."""
+    assert set(value) <= {"name", "count", "tags"} and {"name", "count"} <= set(value), value
+    assert isinstance(value["name"], str) and len(value["name"]) <= 8
+    assert isinstance(value["count"], int) and 0 <= value["count"] <= 999
+    assert all(t in ("a", "b") for t in value.get("tags", [])) and len(value.get("tags", [])) <= 3
+
+
+def spec_params(spec, **kw):
+    return SamplingParams(structured_outputs=spec, max_tokens=kw.pop("max_tokens", 60), **kw)
+
+
+def test_every_format_holds_greedy_and_sampled(llm):
+    cases = [
+        (StructuredOutputsParams(json=SCHEMA, disable_any_whitespace=True), lambda t: check_schema(json.loads(t))),
+        (StructuredOutputsParams(json=json.dumps(SCHEMA), disable_any_whitespace=True),
+         lambda t: check_schema(json.loads(t))),
+        (StructuredOutputsParams(regex=r"[0-9]{3}-[a-c]{2}"), lambda t: re.fullmatch(r"[0-9]{3}-[a-c]{2}", t) or pytest.fail(t)),
+        (StructuredOutputsParams(choice=["yes", "no", "maybe"]), lambda t: t in ("yes", "no", "maybe") or pytest.fail(t)),
+        (StructuredOutputsParams(grammar='start: "<" WORD ">"\nWORD: /[xyz]{1,4}/'),
+         lambda t: re.fullmatch(r"<[xyz]{1,4}>", t) or pytest.fail(t)),
+    ]
+    for spec, check in cases:
+        for temperature, seed in ((0.0, None), (1.0, 5)):
+            out = llm.generate(PROMPT, spec_params(spec, temperature=temperature, seed=seed), use_tqdm=False)[0]
+            check(out.outputs[0].text)
+            assert out.outputs[0].finish_reason == "stop", out.outputs[0]
+
+
+def test_json_object_and_n_completions_each_constrained(llm):
+    spec = StructuredOutputsParams(json_object=True, disable_any_whitespace=True)
+    out = llm.generate(PROMPT, spec_params(spec, n=3, temperature=1.0, seed=2, max_tokens=120), use_tqdm=False)[0]
+    assert len(out.outputs) == 3
+    for completion in out.outputs:
+        if completion.finish_reason == "stop":
+            assert isinstance(json.loads(completion.text), dict)
+        else:  # cut by max_tokens: still a prefix of an object
+            assert completion.text.startswith("{")
+
+
+def test_constrained_and_free_requests_share_a_batch(llm):
+    spec = StructuredOutputsParams(json=SCHEMA, disable_any_whitespace=True)
+    params = [SamplingParams(temperature=1.0, seed=s, max_tokens=30) for s in range(3)]
+    params.insert(1, spec_params(spec, temperature=1.0, seed=9))
+    outs = llm.generate([PROMPT] * 4, params, use_tqdm=False)
+    check_schema(json.loads(outs[1].outputs[0].text))
+    alone = llm.generate(PROMPT, params[0], use_tqdm=False)[0].outputs[0]
+    assert outs[0].outputs[0].token_ids == alone.token_ids  # the free row is unaffected by its neighbour
+
+
+def test_preemption_keeps_the_constraint(checkpoint):
+    # 16 blocks of 4 tokens for 4 sequences of ~45 tokens each: the scheduler must preempt and recompute
+    llm = LLM(checkpoint, block_size=4, num_kv_blocks=16, max_num_seqs=4, seed=0)
+    spec = StructuredOutputsParams(json=SCHEMA, disable_any_whitespace=True)
+    outs = llm.generate([PROMPT * 5] * 4, [spec_params(spec, temperature=1.0, seed=s, max_tokens=40) for s in range(4)], use_tqdm=False)
+    assert llm.engine.scheduler.num_preemptions > 0
+    for out in outs:
+        if out.outputs[0].finish_reason == "stop":
+            check_schema(json.loads(out.outputs[0].text))
+
+
+@pytest.mark.parametrize("kwargs, error", [
+    ({}, ValueError), ({"json": SCHEMA, "regex": "a"}, ValueError), ({"choice": []}, TypeError),
+    ({"regex": 3}, TypeError), ({"json": 5}, TypeError), ({"choice": ["a", ""]}, TypeError),
+])
+def test_bad_specs_are_refused_when_made(kwargs, error):
+    with pytest.raises(error):
+        StructuredOutputsParams(**kwargs)
+
+
+def test_bad_grammars_are_refused_at_the_door_and_the_engine_goes_on(llm):
+    for spec in (StructuredOutputsParams(regex="(unclosed"), StructuredOutputsParams(grammar="start: undefined_rule"),
+                 StructuredOutputsParams(json='{"type": "object"'), StructuredOutputsParams(json={"type": "nonsense"})):
+        with pytest.raises(ValueError, match="structured_outputs"):
+            llm.generate(PROMPT, spec_params(spec), use_tqdm=False)
+    with pytest.raises(TypeError, match="structured_outputs"):
+        SamplingParams(structured_outputs={"json": SCHEMA})  # a dict is not a spec
+    assert not llm.engine.has_unfinished_requests()
+    out = llm.generate(PROMPT, spec_params(StructuredOutputsParams(choice=["ok"])), use_tqdm=False)[0]
+    assert out.outputs[0].text == "ok"
+
+
+def test_without_a_tokenizer_the_request_is_refused(checkpoint):
+    llm = LLM(checkpoint, skip_tokenizer_init=True, num_kv_blocks=32, block_size=4)
+    with pytest.raises(ValueError, match="tokenizer"):
+        llm.generate({"prompt_token_ids": [1, 2, 3]}, spec_params(StructuredOutputsParams(choice=["a"])), use_tqdm=False)
