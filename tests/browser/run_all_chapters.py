@@ -1,4 +1,4 @@
-"""Run All Cells on every chapter in JupyterLab; report seconds and error outputs, screenshot each.
+"""Run All Cells on every chapter in JupyterLab; report seconds, error outputs and shown exercise answers.
 
     .venv/bin/python tests/browser/run_all_chapters.py [03_paged_kv ...]
 Screenshots go to .browser_screenshots/; the exit status is 1 when any chapter shows an error.
@@ -7,6 +7,7 @@ import sys
 import time
 
 from labdriver import REPO, SHOTS, Chapter, chapters_source, course_in_lab, describe_errors, missing_stack
+from test_run_all_exercises import exercise_answers
 
 
 def chapter_names(wanted):
@@ -26,7 +27,8 @@ def run_chapter(lab, name):
             chapter.screenshot("driver-error")  # what the page showed when driving it failed
             raise
         chapter.screenshot("after-run-all", whole_notebook=True)
-        return seconds, describe_errors(chapter.error_outputs()), chapter.unexecuted_cells()
+        answers = [f"an exercise's answer is shown: {line}" for line in exercise_answers(chapter)]
+        return seconds, describe_errors(chapter.error_outputs()) + answers, chapter.unexecuted_cells()
     finally:
         chapter.close()
 
