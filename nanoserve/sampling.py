@@ -4,6 +4,7 @@ __all__ = ['GREEDY_TEMPERATURE', 'MAX_LOGPROBS', 'SamplingParams', 'derive_seed'
 
 
 # %% chapters/06_engine.ipynb #c003
+import copy
 import dataclasses
 import functools
 import math
@@ -88,9 +89,10 @@ def _check_sampling_params(params) -> None:
         raise TypeError(f"seed must be an int or None, got {params.seed!r} ({type(params.seed).__name__})")
     if params.seed is not None and not -(1 << 63) <= params.seed < (1 << 64):
         raise ValueError(f"seed must fit in 64 bits, got {params.seed}")
-    _check_int("max_tokens", params.max_tokens, 1)
+    if params.max_tokens is not None:  # None: up to max_model_len, as in vLLM
+        _check_int("max_tokens", params.max_tokens, 1)
     _check_int("min_tokens", params.min_tokens, 0)
-    if params.min_tokens > params.max_tokens:
+    if params.max_tokens is not None and params.min_tokens > params.max_tokens:
         raise ValueError(f"min_tokens ({params.min_tokens}) must not exceed max_tokens ({params.max_tokens})")
     params.stop = _check_stop(params.stop)
     params.stop_token_ids = _check_token_id_list(params.stop_token_ids)
@@ -106,15 +108,15 @@ def _check_sampling_params(params) -> None:
             raise ValueError(f"{name} must be in [-2, 2], got {value}")
         setattr(params, name, value)
     if params.logprobs is not None:  # the upper bound is the engine's max_logprobs (default 20), at its door
-        _check_int("logprobs", params.logprobs, 0)
+        _check_int("logprobs", params.logprobs, -1)  # -1: the whole vocabulary, as in vLLM
     _check_outputs_and_processors(params)
 
 
 def _check_outputs_and_processors(params) -> None:
     """The fields of section 12 (prompt logprobs, output text, logit processors)."""
     if params.prompt_logprobs is not None:
-        _check_int("prompt_logprobs", params.prompt_logprobs, 0)
-    for name in ("include_stop_str_in_output", "skip_special_tokens"):
+        _check_int("prompt_logprobs", params.prompt_logprobs, -1)
+    for name in ("include_stop_str_in_output", "skip_special_tokens", "detokenize"):
         if not isinstance(getattr(params, name), bool):
             raise TypeError(f"{name} must be a bool, got {getattr(params, name)!r}")
     if params.logit_bias is not None:
@@ -138,6 +140,11 @@ def _check_outputs_and_processors(params) -> None:
         if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w.strip() for w in words):
             raise TypeError(f"bad_words must be a list of non-empty strings, got {params.bad_words!r}")
         params.bad_words = list(words)
+    if not params.detokenize and params.stop:
+        raise ValueError("stop strings need detokenize=True: they are found in the text")
+    kind = params.output_kind
+    if kind is not None and getattr(kind, "name", None) not in ("DELTA", "FINAL_ONLY"):
+        raise ValueError(f"output_kind must be None, RequestOutputKind.DELTA or FINAL_ONLY, got {kind!r}")
     if params.structured_outputs is not None and not callable(getattr(params.structured_outputs, "compile", None)):
         raise TypeError("structured_outputs must be a constraint spec with a compile(tokenizer, vocab_size) method "
                         f"(nanoserve.structured.StructuredOutputsParams), got {params.structured_outputs!r}")
@@ -159,7 +166,7 @@ class SamplingParams:
     top_k: int = 0
     min_p: float = 0.0
     seed: int | None = None
-    max_tokens: int = 16
+    max_tokens: int | None = 16  # None: until max_model_len
     min_tokens: int = 0
     stop: str | list | None = None
     stop_token_ids: list | None = None
@@ -175,6 +182,8 @@ class SamplingParams:
     allowed_token_ids: list | None = None  # only these tokens may be generated
     bad_words: list | None = None  # words (strings) whose token sequences must not be generated
     structured_outputs: object = None  # a constraint spec: `compile(tokenizer, vocab_size)` -> a token constraint
+    detokenize: bool = True  # False: token ids only, no text
+    output_kind: object = None  # a RequestOutputKind; None: generate() gives FINAL_ONLY, stream() DELTA
 
     def __post_init__(self):
         _check_sampling_params(self)
@@ -205,6 +214,10 @@ class SamplingParams:
         """True for greedy or plain temperature sampling: no own seed, filters, logit edits or logprobs."""
         return (self.seed is None and self.top_k in (0, -1) and self.top_p == 1.0 and self.min_p == 0.0
                 and self.logprobs is None and self.prompt_logprobs is None and not self.needs_output_history)
+
+    def clone(self) -> "SamplingParams":
+        """A deep copy (vLLM's clone), its constraint spec included."""
+        return copy.deepcopy(self)
 
     def for_completion(self, index: int) -> "SamplingParams":
         """Settings of the `index`-th of n completions: n=1 and, when seeded, a seed of its own."""

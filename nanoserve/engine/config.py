@@ -9,6 +9,7 @@ __all__ = ['DTYPES', 'BACKENDS', 'DEFAULT_BLOCK_SIZE', 'MIN_BATCHED_TOKENS', 'CP
 import dataclasses
 import math
 import os
+import random
 from dataclasses import dataclass
 
 import torch
@@ -106,6 +107,8 @@ def _check_engine_args(config) -> None:
     _check_bool("skip_tokenizer_init", config.skip_tokenizer_init)
     config.device = parse_device(config.device)
     config.dtype = parse_dtype(config.dtype)
+    if config.seed is None:  # vLLM's "no seed": a fresh one per engine
+        config.seed = random.SystemRandom().getrandbits(63)
     _check_int("seed", config.seed, low=-(1 << 63))
     if config.seed >= 1 << 64:  # torch generators take 64-bit seeds
         raise ValueError(f"seed must fit in 64 bits, got {config.seed}")
@@ -143,7 +146,7 @@ def _check_vllm_options(config) -> None:
         value = getattr(config, name)
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise TypeError(f"{name} must be a str or None, got {value!r}")
-    _check_int("max_logprobs", config.max_logprobs, low=0)
+    _check_int("max_logprobs", config.max_logprobs, low=-1)  # -1: no limit, as in vLLM
     for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats", "disable_cascade_attn"):
         _check_bool(name, getattr(config, name))
     if config.generation_config not in ("auto", "vllm"):
@@ -158,6 +161,12 @@ def _check_vllm_options(config) -> None:
     if config.quantization is not None:
         raise ValueError(f"quantization={config.quantization!r} is not supported: nanoserve runs "
                          "unquantized float32/bfloat16/float16 weights; use quantization=None")
+    if config.swap_space != 4:
+        raise ValueError(f"swap_space={config.swap_space!r} is not supported: a preempted sequence is recomputed, "
+                         "never swapped to CPU memory; leave swap_space at 4 (vLLM's default)")
+    if config.hf_token is not None:
+        raise ValueError("hf_token is not supported: set the HF_TOKEN environment variable, which the hub "
+                         "download reads; leave hf_token=None")
 
 
 # %% chapters/06_engine.ipynb #c055
@@ -232,7 +241,7 @@ class EngineConfig:
     skip_tokenizer_init: bool = False
     device: str | torch.device = "auto"
     dtype: str | torch.dtype = "auto"
-    seed: int = 0
+    seed: int | None = 0  # None: a fresh random seed
     max_model_len: int | None = None
     max_num_seqs: int = 256
     max_num_batched_tokens: int | None = None
@@ -260,6 +269,8 @@ class EngineConfig:
     quantization: str | None = None
     disable_log_stats: bool = False  # accepted: nanoserve logs no periodic stats
     disable_cascade_attn: bool = False  # True: decode graphs never split a shared prefix off (chapter 09)
+    swap_space: float = 4  # vLLM's CPU swap space (GiB): accepted at its default, never used (we recompute)
+    hf_token: str | None = None  # accepted as None; the hub download reads HF_TOKEN from the environment
 
     def __post_init__(self):
         _check_engine_args(self)

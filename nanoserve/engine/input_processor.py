@@ -5,6 +5,7 @@ __all__ = ['GENERATION_DEFAULTS', 'Request', 'eos_token_ids', 'generation_defaul
 
 
 # %% chapters/06_engine.ipynb #c091
+import dataclasses
 import itertools
 import json
 import time
@@ -162,6 +163,10 @@ class InputProcessor:
         if request_id in self.live_requests:
             raise ValueError(f"request_id {request_id!r} is already in use")
         self._check_params(params)
+        whole = {k: self.vocab_size for k in ("logprobs", "prompt_logprobs") if getattr(params, k) == -1}
+        params = dataclasses.replace(params, **whole) if whole else params  # -1: every token of the vocabulary
+        if params.output_kind is not None:
+            output_kind = RequestOutputKind[params.output_kind.name]
         text, ids = prompt_token_ids(prompt, self.tokenizer, self.vocab_size)
         max_tokens = self._check_length(len(ids), params.max_tokens)
         eos = () if params.ignore_eos else self.eos_token_ids
@@ -176,7 +181,9 @@ class InputProcessor:
         """The parts of SamplingParams that depend on this engine."""
         for name in ("logprobs", "prompt_logprobs"):
             k = getattr(params, name)
-            if k is not None and k > self.config.max_logprobs:
+            if k == -1 and self.config.max_logprobs != -1:
+                raise ValueError(f"{name}=-1 (the whole vocabulary) needs LLM(max_logprobs=-1)")
+            if k is not None and k > self.config.max_logprobs != -1:
                 raise ValueError(f"{name}={k} is more than this engine's max_logprobs ({self.config.max_logprobs}); "
                                  "raise LLM(max_logprobs=...)")
         if self.tokenizer is None and (params.stop or params.bad_words):
@@ -188,13 +195,14 @@ class InputProcessor:
             if bad:
                 raise ValueError(f"{name} {bad} are outside the vocabulary [0, {self.vocab_size})")
 
-    def _check_length(self, num_prompt_tokens: int, max_tokens: int) -> int:
+    def _check_length(self, num_prompt_tokens: int, max_tokens: int | None) -> int:
         """max_tokens capped at max_model_len; raise when the request can never run."""
         limit, block_size = self.config.max_model_len, self.config.block_size
         if num_prompt_tokens >= limit:
             raise ValueError(f"the prompt has {num_prompt_tokens} tokens but max_model_len is {limit}: "
                              "no room is left to generate a token")
-        max_tokens = min(max_tokens, limit - num_prompt_tokens)  # stops at max_model_len with "length"
+        room = limit - num_prompt_tokens
+        max_tokens = room if max_tokens is None else min(max_tokens, room)  # stops at max_model_len with "length"
         need = -(-(num_prompt_tokens + max_tokens - 1) // block_size)  # the last token is never cached
         if need > self.num_kv_blocks:
             raise ValueError(f"the request needs {need} KV blocks of {block_size} tokens at full "

@@ -80,7 +80,7 @@ def completion_output(c: CompletionState, delta: bool, tokenizer) -> CompletionO
         text = c.detokenizer.delta(done) if c.detokenizer is not None else ""
     elif c.detokenizer is not None:
         text = c.detokenizer.text
-    elif tokenizer is not None:  # generate without stop strings: one decode, at the end
+    elif tokenizer is not None and seq.params.detokenize:  # generate without stop strings: one decode, at the end
         text = tokenizer.decode(seq.output_token_ids, skip_special_tokens=seq.params.skip_special_tokens)
     else:
         text = ""
@@ -100,7 +100,7 @@ def new_request_state(request, tokenizer) -> RequestState:
                          metrics, prompt_logprobs=None if request.params.prompt_logprobs is None else [None])
     for i, seq in enumerate(request.seqs):
         p, detok = seq.params, None
-        if tokenizer is not None and (request.output_kind is RequestOutputKind.DELTA or p.stop):
+        if tokenizer is not None and p.detokenize and (request.output_kind is RequestOutputKind.DELTA or p.stop):
             detok = IncrementalDetokenizer(tokenizer, p.stop, skip_special_tokens=p.skip_special_tokens,
                                            include_stop_str_in_output=p.include_stop_str_in_output)
         state.completions.append(CompletionState(i, seq, detok, None if p.logprobs is None else []))
