@@ -1,6 +1,7 @@
 """nanoserve: a small, fast LLM inference engine built chapter by chapter."""
+from typing import TYPE_CHECKING
 
-__version__ = "0.1.0"
+__version__ = "0.1.0"  # the one place the version is written (pyproject.toml reads it)
 
 _LAZY = {
     "LLM": "nanoserve.llm",
@@ -12,6 +13,12 @@ _LAZY = {
 
 __all__ = ["__version__", *_LAZY]
 
+if TYPE_CHECKING:  # type checkers and IDEs see the real classes; at run time they load on first use
+    from nanoserve.engine.engine import LLMEngine
+    from nanoserve.llm import LLM
+    from nanoserve.outputs import CompletionOutput, RequestOutput
+    from nanoserve.sampling import SamplingParams
+
 
 def __getattr__(name):
     """Import the public classes on first use so `import nanoserve` stays light."""
@@ -20,3 +27,8 @@ def __getattr__(name):
 
         return getattr(importlib.import_module(_LAZY[name]), name)
     raise AttributeError(f"module 'nanoserve' has no attribute {name!r}")
+
+
+def __dir__():
+    """The lazy names too, so `dir(nanoserve)` and tab completion list them before first use."""
+    return sorted(set(globals()) | set(_LAZY))

@@ -4,7 +4,7 @@ __all__ = ['MAX_JSON_DEPTH', 'DEFAULT_MAX_BODY_BYTES', 'ServerLimits', 'longest_
            'parse_json', 'check_json', 'check_request', 'check_prompt_chars']
 
 
-# %% chapters/12_serving.ipynb #c031
+# %% chapters/12_serving.ipynb #c038
 import json
 from dataclasses import dataclass, replace
 
@@ -45,7 +45,7 @@ def longest_token_chars(tokenizer) -> int:
     return max(len(t) for t in tokenizer.get_vocab())
 
 
-# %% chapters/12_serving.ipynb #c032
+# %% chapters/12_serving.ipynb #c039
 def check_content_type(headers) -> None:
     """415 unless the body is declared as JSON (a page in a browser cannot send that without a preflight)."""
     media_type = headers.get("content-type", "").split(";", 1)[0].strip().lower()
@@ -107,7 +107,7 @@ def _check_text(s: str, field) -> None:
                            field) from None
 
 
-# %% chapters/12_serving.ipynb #c033
+# %% chapters/12_serving.ipynb #c040
 def check_request(req: GenerateRequest, limits: ServerLimits, engine) -> None:
     """The bounds that need the parsed request: n against the batch, n x max_tokens against the KV cache."""
     n, param = req.params.n, "n"

@@ -3,7 +3,7 @@
 __all__ = ['LATENCY_BUCKETS', 'Histogram', 'ServerMetrics', 'vllm_names', 'parse_metrics']
 
 
-# %% chapters/12_serving.ipynb #c018
+# %% chapters/12_serving.ipynb #c025
 import bisect
 import math
 
@@ -39,7 +39,7 @@ def _sample(kind: str, name: str, help_text: str, value, labels: dict | None = N
     return [f"# HELP {name} {help_text}", f"# TYPE {name} {kind}", f"{name}{label_text} {value}"]
 
 
-# %% chapters/12_serving.ipynb #c019
+# %% chapters/12_serving.ipynb #c026
 class ServerMetrics:
     """Counters and latency histograms the front end updates as requests finish (event-loop thread only)."""
 

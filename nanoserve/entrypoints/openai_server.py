@@ -4,7 +4,7 @@ __all__ = ['sse', 'read_json', 'until_disconnected', 'json_errors', 'completion_
            'graceful_server', 'BackgroundServer']
 
 
-# %% chapters/12_serving.ipynb #c042
+# %% chapters/12_serving.ipynb #c049
 import asyncio
 import functools
 import json
@@ -25,6 +25,7 @@ from nanoserve.entrypoints.protocol import (REASONING_PARSERS, GenerateRequest, 
                                             generation_defaults_of, parse_chat_request, parse_completion_request,
                                             split_reasoning, unknown_fields, usage)
 from nanoserve.entrypoints.render import TemplateError
+from nanoserve.entrypoints.tool_parsers import TOOL_CALL_PARSERS, tool_call_stream
 
 logger = logging.getLogger("nanoserve.server")
 
@@ -69,7 +70,7 @@ def _usage_of(group) -> dict:
     return usage(sum(group.num_prompt_tokens.values()), sum(group.num_output_tokens.values()))
 
 
-# %% chapters/12_serving.ipynb #c043
+# %% chapters/12_serving.ipynb #c050
 def completion_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str) -> dict:
     """A whole /v1/completions response from the group's final outputs."""
     choices = []
@@ -83,39 +84,61 @@ def completion_body(req: GenerateRequest, group, outputs: list, name: str, creat
             "usage": _usage_of(group)}
 
 
-def _message(text: str, reasoning_parser: str | None) -> dict:
-    """The assistant message; with a reasoning parser the thinking goes to `reasoning_content`."""
-    if reasoning_parser is None:
-        return {"role": "assistant", "content": text}
-    reasoning, content = split_reasoning(text, reasoning_parser)
-    return {"role": "assistant", "content": content, "reasoning_content": reasoning}
+def _tool_stream(req: GenerateRequest, tool_call_parser: str | None):
+    """A fresh tool-call parser for one choice of this request, or None."""
+    return tool_call_stream(req.tool_choice, req.tool_name, tool_call_parser, req.parallel_tool_calls)
+
+
+def _chat_finish(req: GenerateRequest, reason: str | None, called: bool) -> str | None:
+    """vLLM's rule: "tool_calls" when auto found calls, or "required" stopped on its own; else the engine's."""
+    if called and (req.tool_choice == "auto" or (req.tool_choice == "required" and reason == "stop")):
+        return "tool_calls"
+    return finish_reason(reason)
+
+
+def _message(text: str, reasoning_parser: str | None, tools=None) -> dict:
+    """The assistant message; with a reasoning parser the thinking goes to `reasoning_content`, with a
+    tool-call parser (`tools`) the calls go to `tool_calls`."""
+    message = {"role": "assistant", "content": text}
+    if reasoning_parser is not None:
+        message["reasoning_content"], message["content"] = split_reasoning(text, reasoning_parser)
+    if tools is not None:
+        message["content"], calls = tools.parse(message["content"])
+        message["tool_calls"] = [c.to_openai() for c in calls]
+    return message
 
 
 def chat_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str,
-              reasoning_parser: str | None = None) -> dict:
+              reasoning_parser: str | None = None, tool_call_parser: str | None = None) -> dict:
     """A whole /v1/chat/completions response."""
-    choices = [{"index": c.index, "message": _message(c.text, reasoning_parser),
-                "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
-                "finish_reason": finish_reason(c.finish_reason), "stop_reason": c.stop_reason}
-               for c in outputs[0].outputs]
+    choices = []
+    for c in outputs[0].outputs:
+        message = _message(c.text, reasoning_parser, _tool_stream(req, tool_call_parser))
+        choices.append({"index": c.index, "message": message,
+                        "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
+                        "finish_reason": _chat_finish(req, c.finish_reason, bool(message.get("tool_calls"))),
+                        "stop_reason": c.stop_reason})
     return {"id": rid, "object": "chat.completion", "created": created, "model": name, "choices": choices,
             "usage": _usage_of(group)}
 
 
 async def stream_events(req: GenerateRequest, group, name: str, created: int, rid: str,
-                        reasoning_parser: str | None = None):
+                        reasoning_parser: str | None = None, tool_call_parser: str | None = None):
     """Server-sent events: one chunk per completion per engine step, usage if asked, then [DONE]."""
     chat = req.kind == "chat"
     splitters = {}  # choice index -> ReasoningSplitter, with a reasoning parser
+    tool_streams = {}  # choice index -> its tool-call parser, when the request has tools
     head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
             "model": name}
     offsets: dict = {}  # choice index -> characters sent, for completions' text_offset
     try:
-        if chat:  # the assistant's role comes first, before any token, as OpenAI streams it
-            for i in range(req.params.n):
-                yield sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
-                                                "logprobs": None, "finish_reason": None}]})
+        roles_sent = not chat
         async for out in group:
+            if not roles_sent:  # the assistant's role first, once the first tokens exist (vLLM's order)
+                roles_sent = True
+                for i in range(req.params.n):
+                    yield sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
+                                                    "logprobs": None, "finish_reason": None}]})
             for c in out.outputs:
                 i = _choice_index(group, out, c, req.params.n)
                 if chat:
@@ -126,13 +149,23 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
                         delta = {"reasoning_content": thought} if thought else {}
                         if said or not thought:
                             delta["content"] = said
+                    tools = tool_streams.setdefault(i, _tool_stream(req, tool_call_parser))
+                    if tools is not None:
+                        said, calls = tools.deltas(delta.pop("content", ""), final=c.finish_reason is not None)
+                        if said or not (calls or delta):
+                            delta["content"] = said
+                        if calls:
+                            delta["tool_calls"] = calls
                     choice = {"index": i, "delta": delta,
                               "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs)}
                 else:
                     choice = {"index": i, "text": c.text, "logprobs": completion_logprobs(
                         c.token_ids, c.logprobs, req.top_logprobs, offsets.get(i, 0))}
                     offsets[i] = offsets.get(i, 0) + len(c.text)
-                choice.update(finish_reason=finish_reason(c.finish_reason), stop_reason=c.stop_reason)
+                reason = finish_reason(c.finish_reason)
+                if chat and tool_streams.get(i) is not None:
+                    reason = _chat_finish(req, c.finish_reason, bool(tool_streams[i].calls))
+                choice.update(finish_reason=reason, stop_reason=c.stop_reason)
                 yield sse({**head, "choices": [choice]})
         if req.include_usage:
             yield sse({**head, "choices": [], "usage": _usage_of(group)})
@@ -143,13 +176,18 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
     yield "data: [DONE]\n\n"
 
 
-# %% chapters/12_serving.ipynb #c044
+# %% chapters/12_serving.ipynb #c051
 def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "", limits: ServerLimits | None = None,
-              api_key: str | None = None, reasoning_parser: str | None = None, log_requests: bool = False
-              ) -> FastAPI:
+              api_key: str | None = None, reasoning_parser: str | None = None, log_requests: bool = False,
+              tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False) -> FastAPI:
     """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions and vLLM's extras."""
     if reasoning_parser is not None and reasoning_parser not in REASONING_PARSERS:
         raise ValueError(f"reasoning_parser must be one of {sorted(REASONING_PARSERS)}, got {reasoning_parser!r}")
+    if tool_call_parser is not None and tool_call_parser not in TOOL_CALL_PARSERS:
+        raise ValueError(f"tool_call_parser must be one of {sorted(TOOL_CALL_PARSERS)}, got {tool_call_parser!r}")
+    if enable_auto_tool_choice and tool_call_parser is None:
+        raise ValueError("enable_auto_tool_choice needs a tool_call_parser (vLLM: --tool-call-parser)")
+    auto_parser = tool_call_parser if enable_auto_tool_choice else None
     app = FastAPI(title="nanoserve", docs_url=None, redoc_url=None, openapi_url=None)
     limits = (limits or ServerLimits()).resolved(engine.engine)
     app.state.engine, app.state.limits = engine, limits
@@ -271,7 +309,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             raise RequestError(str(e), status=503) from None
         if req.stream:  # starlette cancels the generator when the client goes away: its finally aborts
             parser = reasoning_parser if req.kind == "chat" else None
-            return StreamingResponse(stream_events(req, group, served_model_name, created, rid, parser),
+            return StreamingResponse(stream_events(req, group, served_model_name, created, rid, parser, auto_parser),
                                      media_type="text/event-stream")
         finished = asyncio.ensure_future(group.final_outputs())
         gone = asyncio.ensure_future(until_disconnected(raw))
@@ -287,7 +325,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             gone.cancel()
             group.abort()
         if req.kind == "chat":
-            return chat_body(req, group, outputs, served_model_name, created, rid, reasoning_parser)
+            return chat_body(req, group, outputs, served_model_name, created, rid, reasoning_parser, auto_parser)
         return completion_body(req, group, outputs, served_model_name, created, rid)
 
     @app.post("/v1/completions")
@@ -310,6 +348,9 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
                                  limits.trust_request_chat_template, defaults)
         note_unknown(body)
         check_model(req)
+        if req.tool_choice == "auto" and auto_parser is None:
+            raise RequestError('"auto" tool choice requires --enable-auto-tool-choice and --tool-call-parser to be '
+                               'set (or send tool_choice "none", "required" or a named function)', "tool_choice")
         check_request(req, limits, engine.engine)
         try:  # in a child process, with a time limit: neither the event loop nor the worker waits for it
             text = await renderer.render(req.chat)
@@ -322,7 +363,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
     return app
 
 
-# %% chapters/12_serving.ipynb #c046
+# %% chapters/12_serving.ipynb #c053
 def graceful_server(app, **config):
     """A uvicorn Server that, asked to stop (SIGTERM, SIGINT, should_exit), first ends every open request.
 

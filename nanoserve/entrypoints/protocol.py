@@ -3,7 +3,9 @@
 __all__ = ['RequestError', 'ERROR_TYPES', 'error_body', 'GenerateRequest', 'SAMPLING_FIELDS', 'UNSUPPORTED', 'OTHER_FIELDS',
            'KNOWN_FIELDS', 'unknown_fields', 'generation_defaults_of', 'parse_completion_request',
            'RESERVED_TEMPLATE_KWARGS', 'parse_chat_request', 'LOGPROB_FLOOR', 'token_logprobs', 'completion_logprobs',
-           'chat_logprobs', 'usage', 'finish_reason', 'REASONING_PARSERS', 'ReasoningSplitter', 'split_reasoning']
+           'chat_logprobs', 'usage', 'finish_reason', 'REASONING_PARSERS', 'ReasoningSplitter', 'split_reasoning',
+           'TOOL_CHOICES', 'parse_tools', 'tool_schema', 'STRUCTURED_KINDS', 'GUIDED_FIELDS', 'output_constraint',
+           'structured_outputs_params']
 
 
 # %% chapters/12_serving.ipynb #c005
@@ -46,6 +48,9 @@ class GenerateRequest:
     top_logprobs: int | None = None  # report this many alternatives per token (None: no logprobs)
     chat: dict | None = None  # chat: apply_chat_template's arguments; the server renders them off the loop
     max_tokens_given: bool = True  # False when the client left max_tokens to the server
+    tool_choice: str | None = None  # chat with tools: "none", "auto", "required" or "named"; None without tools
+    tool_name: str | None = None  # the function a named tool_choice forces
+    parallel_tool_calls: bool = True  # False: at most one tool call per choice
 
 
 # %% chapters/12_serving.ipynb #c006
@@ -55,16 +60,15 @@ SAMPLING_FIELDS = {name: name for name in (
     "min_tokens", "repetition_penalty", "presence_penalty", "frequency_penalty", "logit_bias",
     "allowed_token_ids", "bad_words", "include_stop_str_in_output", "skip_special_tokens")}
 # fields whose non-default values this engine cannot honour: refusing beats silently ignoring
-UNSUPPORTED = {"echo": False, "suffix": None, "tools": None, "tool_choice": None,
-               "functions": None, "function_call": None, "use_beam_search": False, "prompt_logprobs": None,
-               "guided_json": None, "guided_regex": None, "guided_choice": None, "guided_grammar": None,
-               "structured_outputs": None, "continue_final_message": False, "truncate_prompt_tokens": None,
+UNSUPPORTED = {"echo": False, "suffix": None, "functions": None, "function_call": None, "use_beam_search": False,
+               "prompt_logprobs": None, "continue_final_message": False, "truncate_prompt_tokens": None,
                "priority": 0, "return_tokens_as_token_ids": False, "spaces_between_special_tokens": True,
                "documents": None, "prompt_embeds": None, "lora_request": None}
 # fields read by the parsers below, or harmless to ignore (`user` only labels a request for its sender)
 OTHER_FIELDS = {"model", "prompt", "messages", "max_tokens", "max_completion_tokens", "logprobs", "top_logprobs",
                 "stream", "stream_options", "response_format", "best_of", "chat_template", "chat_template_kwargs",
-                "add_generation_prompt", "request_id", "user"}
+                "add_generation_prompt", "request_id", "user", "tools", "tool_choice", "parallel_tool_calls",
+                "structured_outputs", "guided_json", "guided_regex", "guided_choice", "guided_grammar"}
 KNOWN_FIELDS = set(SAMPLING_FIELDS) | set(UNSUPPORTED) | OTHER_FIELDS
 
 
@@ -74,29 +78,30 @@ def unknown_fields(body) -> list:
 
 
 def _check_unsupported(body: dict) -> None:
-    for name in ("tools", "functions"):
-        if body.get(name) is not None and not isinstance(body[name], list):
-            raise RequestError(f"{name} must be a list, got {type(body[name]).__name__}", name)
+    if body.get("functions") is not None and not isinstance(body["functions"], list):
+        raise RequestError(f"functions must be a list, got {type(body['functions']).__name__}", "functions")
     for name, default in UNSUPPORTED.items():
         value = body.get(name)
         if value not in (None, default) and value != {} and value != []:
             raise RequestError(f"{name} is not supported by this server", name)
-    fmt = body.get("response_format")
-    if fmt not in (None, {"type": "text"}):
-        raise RequestError("response_format other than {'type': 'text'} is not supported", "response_format")
     best_of = body.get("best_of")
     if best_of is not None and best_of != body.get("n", 1):
         raise RequestError("best_of must equal n (beam search and best-of sampling are not supported)", "best_of")
 
 
-def _sampling_params(body: dict, max_tokens, logprobs, defaults: dict | None = None) -> SamplingParams:
-    """SamplingParams from the body over `defaults` (generation_config.json's); door checks become 400s."""
+def _sampling_params(body: dict, max_tokens, logprobs, defaults: dict | None = None,
+                     constraint: tuple | None = None) -> SamplingParams:
+    """SamplingParams from the body over `defaults` (generation_config.json's); door checks become 400s.
+
+    `constraint` is (the body field it came from, StructuredOutputsParams' keyword arguments)."""
     kwargs = {k: v for k, v in (defaults or {}).items() if k != "max_tokens"}
     kwargs.update({field: body[key] for key, field in SAMPLING_FIELDS.items() if body.get(key) is not None})
     if max_tokens is not None:
         kwargs["max_tokens"] = max_tokens
     if logprobs is not None:
         kwargs["logprobs"] = logprobs
+    if constraint is not None:
+        kwargs["structured_outputs"] = structured_outputs_params(*constraint)
     try:
         return SamplingParams(**kwargs)
     except (TypeError, ValueError) as e:
@@ -158,8 +163,11 @@ def parse_completion_request(body, defaults: dict | None = None) -> GenerateRequ
     logprobs = body.get("logprobs")
     if isinstance(logprobs, bool):  # a chat-style `logprobs: true` sent to the completions route
         raise RequestError("logprobs must be an int (how many alternatives per token) in /v1/completions", "logprobs")
+    for name in ("tools", "tool_choice"):
+        if body.get(name) not in (None, [], "none"):
+            raise RequestError(f"{name} is a field of /v1/chat/completions, not of /v1/completions", name)
     stream, include_usage = _stream_options(body)
-    params = _sampling_params(body, body.get("max_tokens", 16), logprobs, defaults)
+    params = _sampling_params(body, body.get("max_tokens", 16), logprobs, defaults, output_constraint(body))
     return GenerateRequest("completion", _model(body), prompts, params, stream, include_usage, logprobs)
 
 
@@ -225,7 +233,10 @@ def parse_chat_request(body, tokenizer, max_model_len: int, trust_request_chat_t
         conversation = check_conversations(messages)[0]
     except (TypeError, ValueError) as e:
         raise RequestError(str(e), "messages") from None
+    tools, choice, tool_name = parse_tools(body)
     chat = _chat_template_args(body, conversation, trust_request_chat_template)
+    if tools is not None:  # the template renders them into the prompt (also for tool_choice "none", as vLLM)
+        chat["tools"] = tools
     top = _top_logprobs(body)
     # an unset max_tokens means "until the context is full", as in vLLM; the engine clamps it
     max_tokens = body.get("max_completion_tokens")
@@ -235,8 +246,19 @@ def parse_chat_request(body, tokenizer, max_model_len: int, trust_request_chat_t
     if max_tokens is None:  # the checkpoint's max_new_tokens, else the context
         max_tokens = (defaults or {}).get("max_tokens", max_model_len)
     stream, include_usage = _stream_options(body)
-    params = _sampling_params(body, max_tokens, top, defaults)
-    return GenerateRequest("chat", _model(body), [], params, stream, include_usage, top, chat, given)
+    constraint = output_constraint(body)
+    parallel = body.get("parallel_tool_calls", True)
+    if not isinstance(parallel, bool):
+        raise RequestError("parallel_tool_calls must be a bool", "parallel_tool_calls")
+    schema = tool_schema(tools, choice, tool_name, parallel)
+    if schema is not None:
+        if constraint is not None:
+            raise RequestError(f"tool_choice {choice!r} constrains the output itself: drop {constraint[0]}",
+                               constraint[0])
+        constraint = ("tool_choice", {"json": schema, "disable_any_whitespace": True})  # compact: it cannot ramble
+    params = _sampling_params(body, max_tokens, top, defaults, constraint)
+    return GenerateRequest("chat", _model(body), [], params, stream, include_usage, top, chat, given,
+                           tool_choice=choice, tool_name=tool_name, parallel_tool_calls=parallel)
 
 
 # %% chapters/12_serving.ipynb #c011
@@ -343,3 +365,124 @@ def split_reasoning(text: str, parser: str = "qwen3") -> tuple:
     splitter = ReasoningSplitter(*REASONING_PARSERS[parser])
     reasoning, content = splitter.feed(text, final=True)
     return (reasoning if text.startswith(splitter.start) else None), content
+
+
+# %% chapters/12_serving.ipynb #c017
+TOOL_CHOICES = ("none", "auto", "required")
+
+
+def parse_tools(body: dict) -> tuple:
+    """(tools or None, tool_choice, the named function or None) of a chat body, checked as vLLM checks them."""
+    tools, choice = body.get("tools"), body.get("tool_choice")
+    if not tools:
+        if choice not in (None, "none"):
+            raise RequestError("tool_choice needs tools", "tool_choice")
+        return None, None, None
+    if not isinstance(tools, list):
+        raise RequestError(f"tools must be a list, got {type(tools).__name__}", "tools")
+    for i, tool in enumerate(tools):
+        fn = tool.get("function") if isinstance(tool, dict) else None
+        if (not isinstance(fn, dict) or tool.get("type", "function") != "function"
+                or not isinstance(fn.get("name"), str) or not fn["name"]):
+            raise RequestError(f"tools[{i}] must be {{'type': 'function', 'function': {{'name': str, ...}}}}", "tools")
+        if fn.get("parameters") is not None and not isinstance(fn["parameters"], dict):
+            raise RequestError(f"tools[{i}].function.parameters must be a JSON schema object", "tools")
+    if choice is None:  # OpenAI's default once tools are given
+        choice = "auto"
+    if isinstance(choice, dict):
+        fn = choice.get("function")
+        if choice.get("type") != "function" or not isinstance(fn, dict) or not isinstance(fn.get("name"), str):
+            raise RequestError("a named tool_choice is {'type': 'function', 'function': {'name': str}}", "tool_choice")
+        if fn["name"] not in {t["function"]["name"] for t in tools}:
+            raise RequestError(f"tool_choice names {fn['name']!r}, which is not among tools", "tool_choice")
+        return tools, "named", fn["name"]
+    if choice not in TOOL_CHOICES:
+        raise RequestError(f"tool_choice must be one of {list(TOOL_CHOICES)} or a named function, got {choice!r}",
+                           "tool_choice")
+    return tools, choice, None
+
+
+def tool_schema(tools: list | None, choice: str | None, name: str | None = None, parallel: bool = True) -> dict | None:
+    """The JSON schema a tool_choice forces: the named function's arguments, or for "required" a non-empty
+    array of {"name", "parameters"} calls to any of the tools (vLLM's shapes; one call without `parallel`);
+    None for "auto" and "none"."""
+    if choice not in ("named", "required"):
+        return None
+    params = {t["function"]["name"]: _closed(t["function"].get("parameters") or {"type": "object", "properties": {}})
+              for t in tools}
+    if choice == "named":
+        return params[name]
+    defs = {}
+    for p in params.values():  # a tool's "$defs" must sit at the root for its "#/$defs/..." references
+        defs.update(p.get("$defs", {}))
+    calls = [{"properties": {"name": {"type": "string", "enum": [n]},
+                             "parameters": {k: v for k, v in p.items() if k != "$defs"}},
+              "required": ["name", "parameters"], "additionalProperties": False} for n, p in params.items()]
+    schema = {"type": "array", "minItems": 1, "items": {"type": "object", "anyOf": calls}}
+    if not parallel:
+        schema["maxItems"] = 1
+    return {**schema, "$defs": defs} if defs else schema
+
+
+def _closed(schema: dict) -> dict:
+    """The arguments schema with no properties beyond the declared ones, unless it says otherwise (as OpenAI's
+    strict function calling): JSON Schema allows extra keys by default, and a model may then never stop adding them."""
+    if schema.get("type") == "object" and "additionalProperties" not in schema:
+        return {**schema, "additionalProperties": False}
+    return schema
+
+
+STRUCTURED_KINDS = ("json", "regex", "choice", "grammar", "json_object")
+GUIDED_FIELDS = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice", "guided_grammar": "grammar"}
+
+
+def output_constraint(body: dict) -> tuple | None:
+    """(the field, StructuredOutputsParams' keyword arguments) a body asks for: `response_format`, vLLM's
+    `structured_outputs` or its older `guided_*` fields; at most one of them."""
+    found = []
+    fmt = body.get("response_format")
+    if fmt is not None:
+        kind = fmt.get("type") if isinstance(fmt, dict) else None
+        if kind not in ("text", "json_object", "json_schema"):
+            raise RequestError("response_format must be {'type': 'text' | 'json_object' | 'json_schema', ...}",
+                               "response_format")
+        if kind == "json_object":
+            found.append(("response_format", {"json_object": True}))
+        elif kind == "json_schema":
+            spec = fmt.get("json_schema")
+            schema = spec.get("schema") if isinstance(spec, dict) else None
+            if not isinstance(schema, dict):
+                raise RequestError("response_format json_schema needs {'name': ..., 'schema': {...}}", "response_format")
+            found.append(("response_format", {"json": schema}))
+    so = body.get("structured_outputs")
+    if so is not None:
+        if not isinstance(so, dict):
+            raise RequestError("structured_outputs must be an object", "structured_outputs")
+        other = sorted(k for k, v in so.items()
+                       if k not in (*STRUCTURED_KINDS, "disable_any_whitespace") and v not in (None, False))
+        if other:
+            raise RequestError(f"structured_outputs.{other[0]} is not supported by this server", "structured_outputs")
+        kinds = {k: v for k, v in so.items() if k in STRUCTURED_KINDS and v not in (None, False)}
+        if len(kinds) > 1:
+            raise RequestError(f"structured_outputs takes one of {list(STRUCTURED_KINDS)}, got {sorted(kinds)}",
+                               "structured_outputs")
+        if kinds:
+            found.append(("structured_outputs", kinds))
+    found += [(f, {kind: body[f]}) for f, kind in GUIDED_FIELDS.items() if body.get(f) is not None]
+    if len(found) > 1:
+        raise RequestError(f"only one of {[f for f, _ in found]} may constrain the output", found[1][0])
+    if found and isinstance(so, dict) and so.get("disable_any_whitespace"):  # also with response_format
+        found[0][1]["disable_any_whitespace"] = True
+    return found[0] if found else None
+
+
+def structured_outputs_params(field: str, kwargs: dict):
+    """StructuredOutputsParams(**kwargs) (the engine's constraint spec); a 400 naming `field` if it is refused."""
+    try:
+        from nanoserve.structured import StructuredOutputsParams
+    except ImportError as e:  # the module, or the grammar library it needs, is not installed
+        raise RequestError(f"{field}: this server has no structured decoding ({e})", field) from None
+    try:
+        return StructuredOutputsParams(**kwargs)
+    except (TypeError, ValueError) as e:
+        raise RequestError(f"{field}: {e}", field) from None

@@ -3,7 +3,7 @@
 __all__ = ['BACKGROUND_NICENESS', 'TemplateError', 'TemplateRenderer', 'Tokenizing']
 
 
-# %% chapters/12_serving.ipynb #c037
+# %% chapters/12_serving.ipynb #c044
 import asyncio
 import multiprocessing
 import os
@@ -120,7 +120,7 @@ class TemplateRenderer:
             child.kill()
 
 
-# %% chapters/12_serving.ipynb #c038
+# %% chapters/12_serving.ipynb #c045
 class Tokenizing:
     """tokenizer.encode on a small thread pool (the Rust tokenizer lets go of the interpreter lock)."""
 

@@ -46,10 +46,43 @@ def test_workload_and_statistics_helpers():
     reqs = sample_requests(5, 10, 3, range_ratio=0.5, seed=1)
     assert all(5 <= len(p) == n <= 15 and 1 <= o <= 4 for p, n, o in reqs)
     assert sample_requests(5, 10, 3, seed=1) == sample_requests(5, 10, 3, seed=1)
-    assert percentiles([1, 2, 3, 4]) == {"mean": 2.5, "p50": 2, "p90": 4, "p99": 4}
+    stats = percentiles([1, 2, 3, 4])
+    assert stats["mean"] == stats["p50"] == stats["median"] == 2.5 and stats["p90"] == pytest.approx(3.7)
     assert parse_slos(["ttft:200", "tpot:50"]) == {"ttft": 200.0, "tpot": 50.0}
     with pytest.raises(ValueError, match="--goodput"):
         parse_slos(["latency:3"])
     with pytest.raises(ValueError, match="range-ratio"):
         sample_requests(1, 4, 4, range_ratio=1.5)
     assert not math.isnan(percentiles([0.5])["p99"])
+
+
+def test_vllm_flag_names_sharegpt_file_and_chat_backend(server, tmp_path):
+    """vllm bench serve's flags, a ShareGPT-format file as the dataset, streamed chat; flat vLLM-named statistics."""
+    convs = [{"conversations": [{"from": "human", "value": f"Question number {i}: " + "tell me more " * 6},
+                                {"from": "gpt", "value": "An answer of some length " * 2}]} for i in range(6)]
+    convs.append({"conversations": [{"from": "human", "value": "only one turn"}]})  # skipped: no answer
+    data = tmp_path / "sharegpt.json"
+    data.write_text(json.dumps(convs))
+    rc = main(["--backend", "openai-chat", "--base-url", server, "--model", MODEL_NAME, "--dataset-name", "sharegpt",
+               "--dataset-path", str(data), "--sharegpt-output-len", "4", "--num-prompts", "5", "--request-rate", "inf",
+               "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--save-result",
+               "--result-dir", str(tmp_path), "--result-filename", "chat.json"])
+    assert rc == 0
+    result = json.loads((tmp_path / "chat.json").read_text())
+    m = result["metrics"]
+    assert result["config"]["endpoint"] == "/v1/chat/completions" and result["config"]["dataset_name"] == "sharegpt"
+    assert m["completed"] == 5 and m["total_output_tokens"] == 20
+    for name in ("ttft", "tpot", "itl", "e2el"):
+        for key in ("mean", "median", "std", "p50", "p99"):
+            assert m[f"{key}_{name}_ms"] is not None
+    assert m["median_ttft_ms"] == m["ttft_ms"]["median"] and m["std_e2el_ms"] >= 0
+
+
+def test_old_flag_names_still_work():
+    from nanobench.serve import bench_serve_parser
+
+    new = bench_serve_parser().parse_args(["--model", "m", "--random-input-len", "7", "--random-output-len", "3",
+                                           "--result-dir", "d", "--result-filename", "f.json"])
+    old = bench_serve_parser().parse_args(["--model", "m", "--input-len", "7", "--output-len", "3", "--out", "d",
+                                           "--result-file", "f.json"])
+    assert vars(new) == vars(old) and (new.input_len, new.output_len, new.out, new.result_file) == (7, 3, "d", "f.json")

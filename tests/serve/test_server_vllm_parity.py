@@ -67,7 +67,7 @@ def test_tokenize_detokenize_version_and_model_card(server):
 @pytest.mark.parametrize("field,value", [("continue_final_message", True), ("truncate_prompt_tokens", 5),
                                          ("priority", 3), ("return_tokens_as_token_ids", True),
                                          ("spaces_between_special_tokens", False), ("documents", [{"text": "x"}]),
-                                         ("structured_outputs", {"choice": ["a"]})])
+                                         ("structured_outputs", {"whitespace_pattern": " "})])  # choice etc. honoured
 def test_fields_this_server_cannot_honour_are_refused_by_name(server, field, value):
     r = post(server, "/v1/chat/completions", {**CHAT, "max_tokens": 1, field: value})
     assert r.status_code == 400 and r.json()["error"]["param"] == field

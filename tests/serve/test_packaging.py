@@ -1,0 +1,30 @@
+"""Packaging around the server: one version, `nanoserve --version`, a clear error without the serve extra, typed lazy exports."""
+import importlib.util
+from pathlib import Path
+
+import nanoserve
+from nanoserve.serve import main
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+def test_version_is_written_once_and_printed(capsys):
+    text = (ROOT / "pyproject.toml").read_text()
+    assert 'dynamic = ["version"]' in text and 'attr = "nanoserve.__version__"' in text and "\nversion = \"" not in text
+    assert 'license = "Apache-2.0"' in text and (ROOT / "LICENSE").read_text().lstrip().startswith("Apache License")
+    assert main(["--version"]) == 0
+    assert capsys.readouterr().out.strip() == f"nanoserve {nanoserve.__version__}"
+
+
+def test_lazy_exports_are_listed_and_typed():
+    assert {"LLM", "SamplingParams", "RequestOutput", "CompletionOutput", "LLMEngine"} <= set(dir(nanoserve))
+    assert (Path(nanoserve.__file__).parent / "py.typed").exists()
+    assert "if TYPE_CHECKING:" in Path(nanoserve.__file__).read_text()
+
+
+def test_serve_without_the_serve_extra_says_so(monkeypatch, capsys):
+    real = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "fastapi" else real(name, *a))
+    assert main(["serve", "some-model"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "fastapi" in err and "nanoserve[serve]" in err
