@@ -79,12 +79,39 @@ _GUIDANCE_TOKENIZERS = weakref.WeakKeyDictionary()  # tokenizer -> {vocab_size: 
 
 def guidance_tokenizer(tokenizer, vocab_size: int):
     """The tokenizer's vocabulary as llguidance's byte trie, built once per tokenizer and vocabulary size."""
-    from llguidance.hf import from_tokenizer
-
     built = _GUIDANCE_TOKENIZERS.setdefault(tokenizer, {})
     if vocab_size not in built:
-        built[vocab_size] = from_tokenizer(tokenizer, n_vocab=vocab_size)
+        built[vocab_size] = _build_guidance_tokenizer(tokenizer, vocab_size)
     return built[vocab_size]
+
+
+class _TokenBytes:
+    """The vocabulary as llguidance's TokenizerWrapper reads it: each token's bytes, the special ids, an encoder."""
+
+    def __init__(self, tokenizer, tokens: list):
+        self.tokenizer, self.tokens = tokenizer, tokens
+        self.eos_token_id, self.bos_token_id = tokenizer.eos_token_id, None
+        self.special_token_ids = [i for i, t in tokenizer.added_tokens_decoder.items() if t.special]
+
+    def __call__(self, text) -> list:
+        text = text.decode("utf-8", errors="replace") if isinstance(text, bytes) else text
+        return self.tokenizer.encode(text, add_special_tokens=False)
+
+
+def _build_guidance_tokenizer(tokenizer, vocab_size: int):
+    """llguidance's tokenizer, with added tokens that are not special (Qwen3's <tool_call>, <think>) as plain text.
+
+    llguidance's own conversion treats every added token as special, so a grammar that spells `<tool_call>` is offered
+    that token by the mask and then refuses it when it is consumed."""
+    from llguidance import LLTokenizer, TokenizerWrapper
+    from llguidance.hf import from_tokenizer
+
+    plain = from_tokenizer(tokenizer, n_vocab=vocab_size)
+    tokens = [plain.decode_bytes([i]) for i in range(vocab_size)]
+    for token_id, added in tokenizer.added_tokens_decoder.items():
+        if not added.special and token_id < vocab_size:
+            tokens[token_id] = added.content.encode()
+    return LLTokenizer(TokenizerWrapper(_TokenBytes(tokenizer, tokens)), n_vocab=vocab_size)
 
 
 # %% chapters/13_structured_outputs.ipynb #c013

@@ -114,3 +114,11 @@ def test_without_a_tokenizer_the_request_is_refused(checkpoint):
     llm = LLM(checkpoint, skip_tokenizer_init=True, num_kv_blocks=32, block_size=4)
     with pytest.raises(ValueError, match="tokenizer"):
         llm.generate({"prompt_token_ids": [1, 2, 3]}, spec_params(StructuredOutputsParams(choice=["a"])), use_tqdm=False)
+
+
+def test_added_tokens_that_are_not_special_are_text_to_the_grammar(llm):
+    # Qwen3's <tool_call> is an added token that is not special: a grammar spelling it must be able to emit it
+    target = '<tool_call>\n{"name": "f"}\n</tool_call>'
+    spec = StructuredOutputsParams(regex=re.escape(target))
+    out = llm.generate(PROMPT, spec_params(spec, temperature=0.0), use_tqdm=False)[0].outputs[0]
+    assert out.text == target and out.finish_reason == "stop"

@@ -149,10 +149,7 @@ HERMES_CALLS = QWEN_ANSWER.split("\n", 1)[1]  # the two calls, without the leadi
 
 @needs_structured
 @pytest.mark.parametrize("stream", [False, True])
-@pytest.mark.parametrize("parser", [
-    "llama3_json",
-    pytest.param("hermes", marks=pytest.mark.xfail(reason="engine: the grammar matcher rejects Qwen3's added token "
-                                                          "<tool_call> that its own mask allowed", strict=False))])
+@pytest.mark.parametrize("parser", ["llama3_json", "hermes"])
 def test_auto_parses_a_call_the_model_wrote(request, parser, stream):
     """The random model is made to write the calls by a regex constraint; the server's parser finds them."""
     import re
