@@ -3,7 +3,7 @@
 __all__ = ['SPEC_FIELDS', 'StructuredOutputsParams', 'guidance_tokenizer', 'BIT_POSITIONS', 'allowed_tokens', 'GrammarConstraint']
 
 
-# %% chapters/13_structured_outputs.ipynb #c011
+# %% chapters/13_structured_outputs.ipynb #c012
 import json
 import weakref
 from dataclasses import dataclass
@@ -114,7 +114,7 @@ def _build_guidance_tokenizer(tokenizer, vocab_size: int):
     return LLTokenizer(TokenizerWrapper(_TokenBytes(tokenizer, tokens)), n_vocab=vocab_size)
 
 
-# %% chapters/13_structured_outputs.ipynb #c013
+# %% chapters/13_structured_outputs.ipynb #c014
 BIT_POSITIONS = torch.arange(32, dtype=torch.int32)
 
 
