@@ -9,6 +9,7 @@ _LAZY = {
     "RequestOutput": "nanoserve.outputs",
     "CompletionOutput": "nanoserve.outputs",
     "LLMEngine": "nanoserve.engine.engine",
+    "StructuredOutputsParams": "nanoserve.structured",
 }
 
 __all__ = ["__version__", *_LAZY]
@@ -18,6 +19,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real classes; at run time th
     from nanoserve.llm import LLM
     from nanoserve.outputs import CompletionOutput, RequestOutput
     from nanoserve.sampling import SamplingParams
+    from nanoserve.structured import StructuredOutputsParams
 
 
 def __getattr__(name):
