@@ -8,6 +8,7 @@ import asyncio
 import multiprocessing
 import os
 import pickle
+import signal
 import threading
 from concurrent.futures import ThreadPoolExecutor
 
@@ -28,6 +29,8 @@ class TemplateError(ValueError):
 
 def _render_loop(conn, tokenizer_blob: bytes) -> None:
     """The child process: render each (kwargs) it receives with the tokenizer's apply_chat_template."""
+    # Ctrl-C reaches the whole process group; the parent decides when we stop (close() kills us)
+    signal.signal(signal.SIGINT, signal.SIG_IGN)
     _lower_priority()
     tokenizer = pickle.loads(tokenizer_blob)
     conn.send(("ready", None))

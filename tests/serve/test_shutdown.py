@@ -64,3 +64,26 @@ def test_tensor_parallel_server_leaves_nothing_behind(start_server):
     assert not alive, [p.cmdline() for p in alive]
     log = srv.log()
     assert "leaked" not in log and "Traceback" not in log, log[-3000:]
+
+
+def test_template_renderer_ignores_sigint(tiny_model_dir):
+    """Ctrl-C signals the whole process group: the renderer child ignores SIGINT (no traceback, still renders)."""
+    import asyncio
+    import os
+
+    from transformers import AutoTokenizer
+
+    from nanoserve.entrypoints.render import TemplateRenderer
+
+    renderer = TemplateRenderer(AutoTokenizer.from_pretrained(tiny_model_dir), timeout=60)
+    chat = {"conversation": [{"role": "user", "content": "Hi!"}], "add_generation_prompt": True}
+    try:
+        before = asyncio.run(renderer.render(chat))  # the child has started and set up its signals
+        child = renderer._idle[0].proc
+        os.kill(child.pid, signal.SIGINT)
+        time.sleep(0.5)
+        assert child.is_alive() and child.exitcode is None
+        assert asyncio.run(renderer.render(chat)) == before
+    finally:
+        renderer.close()
+    assert not child.is_alive()  # the parent stops it
