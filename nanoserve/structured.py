@@ -119,9 +119,9 @@ BIT_POSITIONS = torch.arange(32, dtype=torch.int32)
 
 
 def allowed_tokens(bitmask: torch.Tensor, vocab_size: int) -> torch.Tensor:
-    """Bool [vocab_size] from an int32 bitmask [ceil(vocab_size / 32)] (bit b of word w: token 32 w + b)."""
+    """Bool [..., vocab_size] from an int32 bitmask [..., ceil(vocab_size / 32)] (bit b of word w: token 32 w + b)."""
     bits = (bitmask.unsqueeze(-1) >> BIT_POSITIONS.to(bitmask.device)) & 1
-    return bits.flatten()[:vocab_size].bool()
+    return bits.flatten(-2)[..., :vocab_size].bool()
 
 
 class GrammarConstraint:
@@ -157,6 +157,29 @@ class GrammarConstraint:
         allowed = self.mask(output_ids)
         if allowed is not None:
             row.masked_fill_(~allowed.to(row.device, non_blocking=True), float("-inf"))
+
+    executor = None  # llguidance's thread pool for mask_rows, made on first use
+
+    @staticmethod
+    def mask_rows(constraints: list, logits: torch.Tensor, rows: list, output_ids: list) -> None:
+        """mask_logits for many rows of one step: masks filled in parallel threads, unpacked and applied at once."""
+        from llguidance import LLExecutor
+        from llguidance.torch import allocate_token_bitmask, fill_next_token_bitmask_par
+
+        for c, ids in zip(constraints, output_ids):
+            c.advance(ids)
+        live = [k for k, c in enumerate(constraints) if not c.broken]
+        if not live:
+            return
+        if GrammarConstraint.executor is None:
+            GrammarConstraint.executor = LLExecutor()
+        vocab = constraints[live[0]].vocab_size
+        bitmask = allocate_token_bitmask(len(live), vocab)
+        fill_next_token_bitmask_par(GrammarConstraint.executor, [(constraints[k].matcher, j) for j, k in enumerate(live)],
+                                    bitmask)
+        allowed = allowed_tokens(bitmask.to(logits.device, non_blocking=True), vocab)
+        index = torch.tensor([rows[k] for k in live], device=logits.device)
+        logits[index] = logits[index].masked_fill(~allowed, float("-inf"))
 
     @property
     def is_accepting(self) -> bool:

@@ -122,3 +122,25 @@ def test_added_tokens_that_are_not_special_are_text_to_the_grammar(llm):
     spec = StructuredOutputsParams(regex=re.escape(target))
     out = llm.generate(PROMPT, spec_params(spec, temperature=0.0), use_tqdm=False)[0].outputs[0]
     assert out.text == target and out.finish_reason == "stop"
+
+
+def test_masks_of_many_rows_at_once_equal_one_at_a_time(checkpoint):
+    import torch
+
+    from nanoserve.sampler import apply_constraints
+    from nanoserve.tokenizer import load_tokenizer
+
+    tok = load_tokenizer(checkpoint)
+    vocab = 151936
+    specs = [StructuredOutputsParams(json=SCHEMA, disable_any_whitespace=True), StructuredOutputsParams(choice=["ab", "c"]),
+             StructuredOutputsParams(regex="[0-9]+")]
+    histories = [tok.encode('{"name":"x', add_special_tokens=False), [], tok.encode("12", add_special_tokens=False)]
+    logits = torch.randn(4, vocab)
+    together = logits.clone()
+    apply_constraints(together, [specs[0].compile(tok, vocab), None, specs[1].compile(tok, vocab),
+                                 specs[2].compile(tok, vocab)], [histories[0], [], histories[1], histories[2]])
+    for row, spec, ids in ((0, specs[0], histories[0]), (2, specs[1], histories[1]), (3, specs[2], histories[2])):
+        alone = logits[row].clone()
+        spec.compile(tok, vocab).mask_logits(alone, ids)
+        assert torch.equal(alone, together[row])
+    assert torch.equal(together[1], logits[1])  # the row without a constraint is untouched
