@@ -98,7 +98,7 @@ def test_streamed_logprobs_merge_to_the_final_ones(checkpoint, overlap):
 
 def test_bad_logprobs_are_refused():
     with pytest.raises(ValueError, match="logprobs"):
-        SamplingParams(logprobs=-1)
+        SamplingParams(logprobs=-2)  # -1 is the whole vocabulary, as in vLLM
     with pytest.raises(TypeError, match="logprobs"):
         SamplingParams(logprobs="5")
     assert dataclasses.replace(SamplingParams(logprobs=3), n=1).logprobs == 3

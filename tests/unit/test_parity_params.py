@@ -105,7 +105,7 @@ def test_a_bad_generation_config_names_the_file(with_generation_config):
 
 # ---- SamplingParams fields ------------------------------------------------------------------
 @pytest.mark.parametrize("kwargs,error,word", [
-    (dict(prompt_logprobs=-1), ValueError, "prompt_logprobs"), (dict(prompt_logprobs=1.5), TypeError, "prompt_logprobs"),
+    (dict(prompt_logprobs=-2), ValueError, "prompt_logprobs"), (dict(prompt_logprobs=1.5), TypeError, "prompt_logprobs"),
     (dict(include_stop_str_in_output=1), TypeError, "include_stop_str_in_output"),
     (dict(skip_special_tokens=None), TypeError, "skip_special_tokens"),
     (dict(logit_bias=[1, 2]), TypeError, "logit_bias"), (dict(logit_bias={"a": 1}), TypeError, "logit_bias"),

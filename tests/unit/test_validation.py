@@ -112,7 +112,7 @@ BAD_REQUESTS = [
     ({"prompt_token_ids": "1 2 3"}, TypeError, "list of ints"),
     ({"prompt_ids": [1]}, ValueError, "unknown prompt keys"),
     ({"prompt_token_ids": list(range(48))}, ValueError, "max_model_len"),
-    ([1, 2, 3], TypeError, "prompt"),
+    ([1, 2, 600], ValueError, "vocabulary"),  # a bare list of ids is one tokenized prompt, checked as such
     (42, TypeError, "prompt must be"),
 ]
 
