@@ -4,7 +4,7 @@ A chapter cell that needs CUDA starts with a marker line such as
 
     # GPU cell (needs 1 CUDA GPU): recording "triton-store"
 
-After `replay_gpu_cells("recordings/07_flash_attention.json")` in a chapter, IPython runs such a cell as
+After `replay_gpu_cells("recordings/08_flash_attention.json")` in a chapter, IPython runs such a cell as
 written when enough CUDA devices are present, and otherwise replaces it with a replay of that recording: a
 one-line note, then the outputs (text and figures) the cell printed on the GPU machine. Nothing raises, so
 Run All goes on. Plain Python (no IPython) runs every cell as written. Hand-written, not exported by a chapter.

@@ -6,9 +6,10 @@ __all__ = ["SPINE", "you_are_here", "exported_lines"]
 # (chapter, short title, the part of the engine it builds); the strip draws them in this order
 SPINE = [("00", "tour", "the plan"), ("01", "Qwen3", "model"), ("02", "KV\ncache", "model"),
          ("03", "paged\nKV", "memory"), ("04", "prefix\ncache", "memory"), ("05", "sched-\nuler", "scheduling"),
-         ("06", "engine", "engine"), ("07", "flash-\nattn", "kernels"), ("08", "CUDA\ngraphs", "kernels"),
-         ("09", "async", "engine"), ("10", "tensor\nparallel", "scale"), ("11", "bench-\nmark", "measure"),
-         ("12", "serving", "serve")]
+         ("06", "sampl-\ning", "engine"), ("07", "engine", "engine"), ("08", "flash-\nattn", "kernels"),
+         ("09", "CUDA\ngraphs", "kernels"), ("10", "kernel\nfusion", "kernels"), ("11", "one step\nahead", "engine"),
+         ("12", "mixed\ngraphs", "kernels"), ("13", "cascade", "kernels"), ("14", "tensor\nparallel", "scale"),
+         ("15", "bench-\nmark", "measure"), ("16", "serving", "serve"), ("17", "struct.\noutputs", "serve")]
 PART_COLORS = {"the plan": "#eeeeee", "model": "#cfe8fc", "memory": "#fde2b3", "scheduling": "#fde2b3",
                "engine": "#e8dcf5", "kernels": "#cfe8fc", "scale": "#d5f0d0", "measure": "#d5f0d0",
                "serve": "#e8dcf5"}

@@ -1,4 +1,4 @@
-"""FlashAttention's idea for teaching (chapter 07): tiled attention with an online softmax, and its pieces.
+"""FlashAttention's idea for teaching (chapter 08): tiled attention with an online softmax, and its pieces.
 
 Hand-written teaching aid, not part of the engine: the chapter builds the same loop step by step, the
 tests and the exercise checkers import it from here.

@@ -10,7 +10,7 @@ prompts") are prose, never flagged unmarked. A counting noun (tokens, blocks, sl
 prompts, runs, layers) is a unit only after a marker: "392<!--o--> steps" must be printed next to "steps" (or
 "step"), while an unmarked "392 steps" is left alone, like any count.
 
-The strict rule (chapters in STRICT, or `nb.py numbers --strict`):
+The strict rule (every chapter not in LOOSE, or `nb.py numbers --strict`):
 * A quoted result must be printed, with its unit when the prose gives one, by a code cell of the same section
   (Markdown heading to the next heading; a Summary section may cite the whole chapter), or by the recording named
   in the marker (`<!--o:NAME-->`, a GPU recording in chapters/recordings/). "With its unit" means the unit follows
@@ -32,11 +32,14 @@ import re
 import tokenize
 from pathlib import Path
 
-# chapters held to the strict rule; extend this list as chapters pass it
-STRICT = ("00_tour", "01_qwen3", "02_kv_cache", "03_paged_kv", "04_prefix_cache", "05_scheduler", "06_engine",
-          "07_flash_attention", "08_cuda_graphs", "09_async_scheduling", "10_tensor_parallel", "11_benchmark",
-          "12_serving", "13_structured_outputs", "A1_tokenizer", "A2_engine_assembly", "A3_tp_process_pool",
-          "A4_benchmark_harness")
+# every chapter is held to the strict rule; a chapter named here would get the loose one (none is)
+LOOSE = ()
+
+
+def is_strict(stem: str) -> bool:
+    """Whether the strict number rule applies to the chapter `stem` (all chapters but LOOSE ones)."""
+    return stem not in LOOSE
+
 
 NUMBER = r"(?<![\w.,])(\d[\d,]*(?:\.\d+)?)"
 MEASURE = r"(?:\s?(?:tokens/s|tok/s|ms|µs|us|s|GB|GiB|MB|MiB|KB|KiB|TB|%)(?![\w/])|×|x(?![\w]))"
@@ -183,7 +186,7 @@ def _covered(stamp: str, stated: set) -> bool:
 def prose_problems(nb_path: Path, strict: bool | None = None) -> list:
     """Unmarked measured-looking numbers, and marked results that no output prints, in one chapter."""
     nb_path = Path(nb_path)
-    strict = nb_path.stem in STRICT if strict is None else strict
+    strict = is_strict(nb_path.stem) if strict is None else strict
     nb = json.loads(nb_path.read_text())
     printed = output_numbers(nb)
     section_of, titles = sections(nb)

@@ -1,44 +1,85 @@
-"""Checkers for chapter 07's exercises (flash attention)."""
+"""Checkers for chapter 07's exercises (sampler, executor, engine core)."""
+import tempfile
+
 import torch
 
-from course.tiling import attention_partial, kv_bytes_read
+from nanoserve.engine.config import EngineConfig
+from nanoserve.engine.core import EngineCore
+from nanoserve.engine.executor import Executor
+from nanoserve.engine.model_runner import ModelRunner
+from nanoserve.engine.sequence import Sequence
+from nanoserve.model.loader import load_config
+from nanoserve.model.tiny import make_tiny_checkpoint
+from nanoserve.sampler import _filter_mask
+from nanoserve.sampling import SamplingParams
 
 __all__ = ["CHECKS"]
 
 
-def check_merge_partials(merge_partials) -> str:
-    """07.1: merging split-KV partials gives full attention, for any number and size of splits."""
-    g = torch.Generator().manual_seed(7)
-    for splits in ([40], [10, 30], [1, 17, 5, 17]):
-        q = torch.randn(2, 3, 8, generator=g)
-        k, v = (torch.randn(2, sum(splits), 8, generator=g) for _ in range(2))
-        k[..., -1, :] *= 20  # a large score in the last split: the running maxima differ between splits
-        parts, start = [], 0
-        for n in splits:
-            parts.append(attention_partial(q, k[..., start:start + n, :], v[..., start:start + n, :]))
-            start += n
-        want = torch.nn.functional.scaled_dot_product_attention(q, k, v)
-        got = merge_partials(parts)
-        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
-            raise AssertionError(f"expected a tensor of shape {tuple(want.shape)}, got "
-                                 f"{getattr(got, 'shape', type(got).__name__)}")
-        if not torch.allclose(got.float(), want, atol=1e-5, rtol=1e-4):
-            raise AssertionError(f"wrong result with {len(splits)} splits of {splits} keys: rescale every "
-                                 "partial's l and acc by exp(m_i - m) to the common maximum m before adding")
-    return "your merge equals attention over all the keys"
+def check_top_k_removed(top_k_removed) -> str:
+    """06.1: the top-k mask from torch.topk equals the sampler's sort-based one."""
+    logits = torch.randn(6, 40, generator=torch.Generator().manual_seed(0))  # continuous: no ties
+    for k in (1, 3, 40, 100):
+        want = _filter_mask(logits, torch.full((6,), min(k, 40)), torch.ones(6), torch.zeros(6), True, False)
+        try:
+            got = top_k_removed(logits, k)
+        except NotImplementedError:
+            raise
+        except RuntimeError as err:
+            raise AssertionError(f"hint: top_k_removed(logits, {k}) failed ({err}); a k beyond the "
+                                 "vocabulary keeps every token") from None
+        assert isinstance(got, torch.Tensor) and got.dtype == torch.bool and got.shape == logits.shape, (
+            "hint: return a bool tensor shaped like the logits, True where a token is removed")
+        assert torch.equal(got, want), (f"hint: with k={k} your mask removes {int(got.sum())} tokens, "
+                                        f"the sampler's removes {int(want.sum())}: keep exactly the k largest")
+    return "top-k needs the k-th largest value per row, not a full sort"
 
 
-def check_kv_bytes_read(kv_bytes_read_fn) -> str:
-    """07.2: K/V bytes a causal tiled prefill kernel reads, against the course's tile count."""
-    for args in [(1, 1, 1, 2), (100, 16, 16, 4), (4096, 64, 128, 4096), (4096, 256, 128, 4096), (300, 128, 64, 1)]:
-        want = kv_bytes_read(*args)
-        got = kv_bytes_read_fn(*args)
-        if got != want:
-            raise AssertionError(f"kv_bytes_read{args} = {got}, expected {want}: each query tile reads every key "
-                                 "tile that is not entirely in its future (causal), and a short last tile "
-                                 "reads fewer tokens")
-    small, large = kv_bytes_read(4096, 64, 128, 4096), kv_bytes_read(4096, 256, 128, 4096)
-    return f"query tiles of 64 read {small / 2**20:.0f} MiB of K/V, tiles of 256 {large / 2**20:.0f} MiB"
+_CHECKPOINT = {}  # one tiny checkpoint per process, made on first use
 
 
-CHECKS = {"07.1": check_merge_partials, "07.2": check_kv_bytes_read}
+def _tiny_core(executor_factory):
+    """An engine core over a tiny checkpoint, its executor built by `executor_factory(runner)`."""
+    if "path" not in _CHECKPOINT:
+        _CHECKPOINT["path"] = make_tiny_checkpoint(tempfile.mkdtemp(prefix="ch07-exercise-") + "/tiny", seed=3,
+                                                   max_position_embeddings=64)
+    path = _CHECKPOINT["path"]
+    model_config = load_config(path)
+    config = EngineConfig(path, device="cpu", block_size=4, num_kv_blocks=16, max_num_batched_tokens=8,
+                          skip_tokenizer_init=True).resolve(model_config)
+    return EngineCore(config, model_config, executor_factory(ModelRunner(config, model_config)))
+
+
+def _run(core) -> tuple:
+    """(tokens of two greedy sequences, len(batch) of every step)."""
+    seqs = [Sequence(i, list(range(1 + i, 6 + 2 * i)), max_tokens=3, params=SamplingParams(temperature=0))
+            for i in range(2)]
+    core.add(seqs)
+    sizes = []
+    while core.has_unfinished():
+        sizes.append(len(core.step().batch))
+    return [s.output_token_ids for s in seqs], sizes
+
+
+def check_logging_executor(logging_executor) -> str:
+    """06.2: a wrapper executor that records each step's batch size and changes nothing else."""
+    made = []
+
+    def factory(runner):
+        made.append(logging_executor(runner))
+        return made[-1]
+
+    plain, want_sizes = _run(_tiny_core(lambda runner: runner))
+    got, _ = _run(_tiny_core(factory))
+    wrapper = made[0]
+    assert isinstance(wrapper, Executor), ("hint: the engine core needs profile_num_kv_blocks, init_kv_cache, "
+                                           "execute, shutdown and a num_eager_steps attribute")
+    assert got == plain, "hint: the wrapper must hand execute() through unchanged"
+    sizes = getattr(wrapper, "batch_sizes", None)
+    assert sizes == want_sizes, (f"hint: batch_sizes should list len(batch) of every executed step "
+                                 f"({want_sizes}), got {sizes}")
+    assert wrapper.num_eager_steps == len(want_sizes), "hint: num_eager_steps should be the wrapped runner's count"
+    return f"batch sizes per step: {sizes}"
+
+
+CHECKS = {"07.1": check_top_k_removed, "07.2": check_logging_executor}

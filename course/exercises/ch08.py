@@ -1,46 +1,44 @@
-"""Checkers for chapter 08's exercises (CUDA graphs, fused kernels)."""
+"""Checkers for chapter 08's exercises (flash attention)."""
 import torch
 
-from nanoserve.attention.paged_decode import pick_bucket as bucket_for
-from nanoserve.engine.graph_runner import graph_buckets, graph_sample
+from course.tiling import attention_partial, kv_bytes_read
 
 __all__ = ["CHECKS"]
 
 
-def _worst_padding(buckets) -> float:
-    return max((bucket_for(n, buckets) - n) / bucket_for(n, buckets) for n in range(1, max(buckets) + 1))
+def check_merge_partials(merge_partials) -> str:
+    """07.1: merging split-KV partials gives full attention, for any number and size of splits."""
+    g = torch.Generator().manual_seed(7)
+    for splits in ([40], [10, 30], [1, 17, 5, 17]):
+        q = torch.randn(2, 3, 8, generator=g)
+        k, v = (torch.randn(2, sum(splits), 8, generator=g) for _ in range(2))
+        k[..., -1, :] *= 20  # a large score in the last split: the running maxima differ between splits
+        parts, start = [], 0
+        for n in splits:
+            parts.append(attention_partial(q, k[..., start:start + n, :], v[..., start:start + n, :]))
+            start += n
+        want = torch.nn.functional.scaled_dot_product_attention(q, k, v)
+        got = merge_partials(parts)
+        if not isinstance(got, torch.Tensor) or got.shape != want.shape:
+            raise AssertionError(f"expected a tensor of shape {tuple(want.shape)}, got "
+                                 f"{getattr(got, 'shape', type(got).__name__)}")
+        if not torch.allclose(got.float(), want, atol=1e-5, rtol=1e-4):
+            raise AssertionError(f"wrong result with {len(splits)} splits of {splits} keys: rescale every "
+                                 "partial's l and acc by exp(m_i - m) to the common maximum m before adding")
+    return "your merge equals attention over all the keys"
 
 
-def check_worst_padding(worst_padding) -> str:
-    """08.1: the worst share of padding lanes over every batch size a bucket grid serves."""
-    grids = [graph_buckets(256), [1 << i for i in range(9)], [4, 8], [1], graph_buckets(20)]
-    for buckets in grids:
-        want, got = _worst_padding(buckets), worst_padding(list(buckets))
-        if not isinstance(got, (int, float)) or abs(got - want) > 1e-9:
-            raise AssertionError(f"worst_padding({buckets}) = {got!r}, expected {want:.4f}: try every batch size n "
-                                 "from 1 to the largest bucket, pad it to bucket_for(n, buckets), and take the "
-                                 "largest (bucket - n) / bucket")
-    ours, pow2 = _worst_padding(graph_buckets(256)), _worst_padding([1 << i for i in range(9)])
-    return f"the engine's grid wastes at most {ours:.0%} of a step, powers of two up to {pow2:.0%}"
+def check_kv_bytes_read(kv_bytes_read_fn) -> str:
+    """07.2: K/V bytes a causal tiled prefill kernel reads, against the course's tile count."""
+    for args in [(1, 1, 1, 2), (100, 16, 16, 4), (4096, 64, 128, 4096), (4096, 256, 128, 4096), (300, 128, 64, 1)]:
+        want = kv_bytes_read(*args)
+        got = kv_bytes_read_fn(*args)
+        if got != want:
+            raise AssertionError(f"kv_bytes_read{args} = {got}, expected {want}: each query tile reads every key "
+                                 "tile that is not entirely in its future (causal), and a short last tile "
+                                 "reads fewer tokens")
+    small, large = kv_bytes_read(4096, 64, 128, 4096), kv_bytes_read(4096, 256, 128, 4096)
+    return f"query tiles of 64 read {small / 2**20:.0f} MiB of K/V, tiles of 256 {large / 2**20:.0f} MiB"
 
 
-def check_race_sample(race_sample) -> str:
-    """08.2: exponential-race sampling equals the graph's sampler on the same noise."""
-    g = torch.Generator().manual_seed(3)
-    logits = torch.randn(6, 50, generator=g) * 3
-    temperatures = torch.tensor([0.0, 0.5, 1.0, 1.7, 0.0, 0.9])
-    noise = torch.empty(6, 50).exponential_(generator=g)
-    want = torch.where(temperatures == 0, logits.argmax(-1),
-                       ((logits / torch.where(temperatures == 0, 1.0, temperatures)[:, None]).softmax(-1) / noise).argmax(-1))
-    got = race_sample(logits.clone(), temperatures.clone(), noise.clone())
-    if not isinstance(got, torch.Tensor) or got.tolist() != want.tolist():
-        raise AssertionError(f"expected tokens {want.tolist()}, got {got if not isinstance(got, torch.Tensor) else got.tolist()}: "
-                             "divide the probabilities by the noise (not multiply), and let T == 0 rows take "
-                             "the argmax of the logits")
-    greedy = (temperatures == 0).to(torch.int32)
-    graph = graph_sample(logits, torch.where(temperatures == 0, 1.0, temperatures), greedy, None)
-    assert graph.shape == want.shape
-    return "the same race the decode graphs capture"
-
-
-CHECKS = {"08.1": check_worst_padding, "08.2": check_race_sample}
+CHECKS = {"08.1": check_merge_partials, "08.2": check_kv_bytes_read}

@@ -1,54 +1,81 @@
-"""Solutions to chapter 07's exercises (flash attention)."""
+"""Solutions to chapter 07's exercises, typical mistakes the checkers reject, and written answers."""
 import torch
-
-from course.tiling import tiles_visited
 
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
-def merge_partials(parts):
-    """Rescale every partial to the common maximum, then add and normalise once."""
-    m = torch.stack([p[0] for p in parts]).amax(0)
-    l = sum(pl * torch.exp(pm - m) for pm, pl, _ in parts)
-    acc = sum(pa * torch.exp(pm - m) for pm, _, pa in parts)
-    return acc / l
+def top_k_removed(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """True where a token is outside its row's k largest logits (no full sort)."""
+    k = min(k, logits.shape[-1])
+    kth = logits.topk(k, dim=-1).values[:, -1:]
+    return logits < kth
 
 
-def merge_partials_without_rescaling(parts):
-    """A typical mistake: add the partial sums as if every split had the same maximum."""
-    return sum(p[2] for p in parts) / sum(p[1] for p in parts)
+def top_k_removed_wrong(logits: torch.Tensor, k: int) -> torch.Tensor:
+    """Off by one: `<=` also removes the k-th token itself."""
+    k = min(k, logits.shape[-1])
+    return logits <= logits.topk(k, dim=-1).values[:, -1:]
 
 
-def kv_bytes_read(num_tokens, q_block, k_block, kv_bytes_per_token):
-    """Sum, over the tiles a causal kernel visits, of the key tokens each reads."""
-    grid = tiles_visited(num_tokens, num_tokens, q_block, k_block)
-    tokens = sum(int(grid[:, j].sum()) * (min((j + 1) * k_block, num_tokens) - j * k_block)
-                 for j in range(grid.shape[1]))
-    return tokens * kv_bytes_per_token
+class LoggingExecutor:
+    """Any executor, plus a record of how many sequences each step ran."""
+
+    def __init__(self, runner):
+        self.runner = runner
+        self.batch_sizes = []
+
+    @property
+    def num_eager_steps(self) -> int:
+        return self.runner.num_eager_steps
+
+    def profile_num_kv_blocks(self) -> int:
+        return self.runner.profile_num_kv_blocks()
+
+    def init_kv_cache(self, num_blocks: int) -> None:
+        self.runner.init_kv_cache(num_blocks)
+
+    def execute(self, batch, sampling):
+        self.batch_sizes.append(len(batch))
+        return self.runner.execute(batch, sampling)
+
+    def shutdown(self) -> None:
+        self.runner.shutdown()
 
 
-def kv_bytes_read_dense(num_tokens, q_block, k_block, kv_bytes_per_token):
-    """A typical mistake: every query tile reads every key (no causal skipping)."""
-    return -(-num_tokens // q_block) * num_tokens * kv_bytes_per_token
+class LoggingExecutorWrong(LoggingExecutor):
+    """Records the sampling rows, not the scheduled sequences (a prompt chunk that does not sample is missed)."""
+
+    def execute(self, batch, sampling):
+        self.batch_sizes.append(sampling.num_rows)
+        return self.runner.execute(batch, sampling)
 
 
-SOLUTIONS = {"07.1": merge_partials, "07.2": kv_bytes_read}
-WRONG = {"07.1": merge_partials_without_rescaling, "07.2": kv_bytes_read_dense}
+SOLUTIONS = {"07.1": top_k_removed, "07.2": LoggingExecutor}
+WRONG = {"07.1": top_k_removed_wrong, "07.2": LoggingExecutorWrong}
 
 EXPLANATIONS = {
-    "07.3": """An H200: about 990 TFLOP/s dense bf16 and 4.8 TB/s, so the ridge point is ~206 FLOPs per byte.
-Causal prefill attention of one 2048-token prompt, per layer, Qwen3-0.6B shape (16 query heads, 8 KV heads,
-head dim 128): QK^T and PV are each 2 * 16 * 128 * 2048^2 / 2 FLOPs with the causal half skipped, about
-8.6 GFLOPs in all. A flash kernel reads q (2048 * 16 * 128 * 2 bytes), K and V (2 * 2048 * 8 * 128 * 2
-bytes) and writes the output (as large as q): about 25 MB. That is ~340 FLOPs per byte, above the ridge:
-prefill attention is compute-bound, decode attention (2 FLOPs per byte) is memory-bound. With larger query
-tiles the K/V re-reads shrink further (exercise 07.2), so the kernel stays on the compute side.""",
-    "07.4": """To take the dense call the backend must know that no sequence in the step has cached tokens, i.e.
-that cu_seqlens_k equals cu_seqlens_q. Those are device tensors, so finding out means reading them back:
-a host synchronisation every step, which stalls the host until the GPU has caught up and stops it from
-queueing the next work. The scheduler does know it on the host, so it could be passed down as a flag,
-but every flag is another shape the step can take: a CUDA graph (chapter 08) records one fixed sequence
-of kernels, so a dense and a paged variant would double the graphs to capture and the memory they hold.
-Since the paged call is as fast as the dense one on the H200 (0.12 vs 0.14 ms for 4,072 tokens), one
-path for everything is the simpler and cheaper choice.""",
+    "07.3": (
+        "Keep a float table counts[max_num_seqs, V] on the device and give each sequence a row when it\n"
+        "is admitted (zeroed). After each step, one `counts.index_put_((rows, tokens), ones,\n"
+        "accumulate=True)` adds the sampled tokens; the penalties then read `counts[rows]` directly\n"
+        "instead of rebuilding it from Python lists. Rebuilding costs O(output length) host work and a\n"
+        "host-to-device copy per penalised row per step, so at batch 64 with 2,000-token outputs it\n"
+        "grows with every token; the table costs V floats per running sequence (600 KiB at V=151,936)\n"
+        "and one small scatter per step, whatever the length. Free or zero the row when the sequence\n"
+        "finishes or is preempted (a recompute re-adds its tokens)."),
+    "07.4": (
+        "Give every request a seed when it arrives: derive_seed(engine_seed, hash(request_id)), then\n"
+        "treat it like a user seed (its own torch.Generator). Its tokens then depend only on its own\n"
+        "logits and stream, not on its batch mates. The cost: every row becomes a seeded row, so the\n"
+        "sampler redraws each row's noise from its own generator (one small kernel per row instead of\n"
+        "one batched draw), and no row is 'plain' any more, so a runner's fast path (sampling inside\n"
+        "a CUDA graph, chapter 09) would have to take per-row generator states as inputs."),
+    "07.5": (
+        "Move `IncrementalDetokenizer.add` out of the step: the output processor puts (request id, new\n"
+        "token ids) on a queue and a thread decodes and finds stop strings. Two things must stay\n"
+        "ordered: a stop string found by the thread must still reach `core.finish` before the\n"
+        "sequence's next token is wasted (at most one extra step if the thread lags), and deltas must\n"
+        "be emitted in order. On a streaming run of 256 requests the step loses the per-token decode\n"
+        "time (a few microseconds per token with DecodeStream), which matters only when the GPU step\n"
+        "is short; measure both wall time and time between tokens."),
 }

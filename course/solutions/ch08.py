@@ -1,60 +1,54 @@
-"""Solutions to chapter 08's exercises (CUDA graphs, fused kernels)."""
+"""Solutions to chapter 08's exercises (flash attention)."""
 import torch
 
-from nanoserve.attention.paged_decode import pick_bucket as bucket_for
+from course.tiling import tiles_visited
 
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
-def worst_padding(buckets):
-    """Try every batch size; the worst share of padding lanes."""
-    return max((bucket_for(n, buckets) - n) / bucket_for(n, buckets) for n in range(1, max(buckets) + 1))
+def merge_partials(parts):
+    """Rescale every partial to the common maximum, then add and normalise once."""
+    m = torch.stack([p[0] for p in parts]).amax(0)
+    l = sum(pl * torch.exp(pm - m) for pm, pl, _ in parts)
+    acc = sum(pa * torch.exp(pm - m) for pm, _, pa in parts)
+    return acc / l
 
 
-def worst_padding_at_bucket_edges(buckets):
-    """A typical mistake: look only just above each bucket boundary, forgetting the smallest batch sizes."""
-    return max(((b - a - 1) / b for a, b in zip(buckets, buckets[1:])), default=0.0)
+def merge_partials_without_rescaling(parts):
+    """A typical mistake: add the partial sums as if every split had the same maximum."""
+    return sum(p[2] for p in parts) / sum(p[1] for p in parts)
 
 
-def race_sample(logits, temperatures, noise):
-    """argmax(softmax(l / T) / E); greedy rows take the argmax of the logits."""
-    greedy = temperatures == 0
-    probs = (logits / torch.where(greedy, 1.0, temperatures)[:, None]).softmax(dim=-1)
-    return torch.where(greedy, logits.argmax(dim=-1), (probs / noise).argmax(dim=-1))
+def kv_bytes_read(num_tokens, q_block, k_block, kv_bytes_per_token):
+    """Sum, over the tiles a causal kernel visits, of the key tokens each reads."""
+    grid = tiles_visited(num_tokens, num_tokens, q_block, k_block)
+    tokens = sum(int(grid[:, j].sum()) * (min((j + 1) * k_block, num_tokens) - j * k_block)
+                 for j in range(grid.shape[1]))
+    return tokens * kv_bytes_per_token
 
 
-def race_sample_multiplied(logits, temperatures, noise):
-    """A typical mistake: multiply by the noise, which favours unlikely tokens."""
-    greedy = temperatures == 0
-    probs = (logits / torch.where(greedy, 1.0, temperatures)[:, None]).softmax(dim=-1)
-    return torch.where(greedy, logits.argmax(dim=-1), (probs * noise).argmax(dim=-1))
+def kv_bytes_read_dense(num_tokens, q_block, k_block, kv_bytes_per_token):
+    """A typical mistake: every query tile reads every key (no causal skipping)."""
+    return -(-num_tokens // q_block) * num_tokens * kv_bytes_per_token
 
 
-SOLUTIONS = {"08.1": worst_padding, "08.2": race_sample}
-WRONG = {"08.1": worst_padding_at_bucket_edges, "08.2": race_sample_multiplied}
+SOLUTIONS = {"08.1": merge_partials, "08.2": kv_bytes_read}
+WRONG = {"08.1": merge_partials_without_rescaling, "08.2": kv_bytes_read_dense}
 
 EXPLANATIONS = {
-    "08.3": """Each graph keeps the memory its intermediate tensors used, reserved in its pool. With one shared
-pool captured largest first, every smaller bucket's intermediates fit into blocks the largest one already
-reserved (only one graph runs at a time, so they may overlap), and all buckets cost about what the largest
-costs alone. Smallest first with a pool each, every bucket reserves its own memory: the sum over buckets,
-for 20 buckets up to 256 many times the shared figure, and all of it comes out of the KV cache. Captured
-smallest first into one shared pool, the pool has to grow at every larger bucket and fragments.""",
-    "08.4": """A graph records pointers, not tensors: every kernel that reads or writes the KV cache was captured with
-the cache's device addresses. Captured before the cache exists, there would be no addresses to record (the
-profile run uses a throwaway one-block cache). If the engine re-allocated the cache later, the graphs would
-go on reading and writing the old addresses: freed memory that may now hold something else, so garbage
-attention and silent corruption rather than an error. Re-allocating therefore means capturing again.""",
-    "08.5": """flash-attn's decode kernel reads the K/V blocks of every lane's context from the block table before it
-knows that the lane's output will be dropped; a padding lane has context length 1, so it reads the first
-entry of its block table. With -1 there, the kernel would compute an address before the start of the cache
-and read out of bounds (an illegal memory access that kills the CUDA context). Block 0 always exists, so
-reading it is harmless; writing is what must not happen, and slot -1 prevents that.""",
-    "08.6": """Per layer the fused model runs 4 GEMMs, 2 RMSNorms on the residual stream, q_norm, k_norm, rotary,
-SiLU-and-mul, plus the KV store and attention: 12 kernels. Folding q_norm, k_norm and rotary into one leaves
-10. The combined kernel must know, per token, its position (to pick the cos/sin row), both gains (q_norm's and
-k_norm's weights), epsilon, the head counts of q and k and their strides in the QKV output, and it must
-normalise a whole head before rotating it: the rotation mixes the two halves of a head, so the RMS of the full
-head has to be known first. One program per (token, head) that loads the head, normalises, rotates and
-stores does it.""",
+    "08.3": """An H200: about 990 TFLOP/s dense bf16 and 4.8 TB/s, so the ridge point is ~206 FLOPs per byte.
+Causal prefill attention of one 2048-token prompt, per layer, Qwen3-0.6B shape (16 query heads, 8 KV heads,
+head dim 128): QK^T and PV are each 2 * 16 * 128 * 2048^2 / 2 FLOPs with the causal half skipped, about
+8.6 GFLOPs in all. A flash kernel reads q (2048 * 16 * 128 * 2 bytes), K and V (2 * 2048 * 8 * 128 * 2
+bytes) and writes the output (as large as q): about 25 MB. That is ~340 FLOPs per byte, above the ridge:
+prefill attention is compute-bound, decode attention (2 FLOPs per byte) is memory-bound. With larger query
+tiles the K/V re-reads shrink further (exercise 08.2), so the kernel stays on the compute side.""",
+    "08.4": """To take the dense call the backend must know that no sequence in the step has cached tokens, i.e.
+that cu_seqlens_k equals cu_seqlens_q. Those are device tensors, so finding out means reading them back:
+a host synchronisation every step, which stalls the host until the GPU has caught up and stops it from
+queueing the next work. The scheduler does know it on the host, so it could be passed down as a flag,
+but every flag is another shape the step can take: a CUDA graph (chapter 09) records one fixed sequence
+of kernels, so a dense and a paged variant would double the graphs to capture and the memory they hold.
+Since the paged call is as fast as the dense one on the H200 (0.12 vs 0.14 ms for 4,072 tokens), one
+path for everything is the simpler and cheaper choice.""",
 }

@@ -1,85 +1,60 @@
-"""Solutions to chapter 09's exercises (async scheduling, mixed-step graphs)."""
+"""Solutions to chapter 09's exercises (CUDA graphs, fused kernels)."""
+import torch
+
+from nanoserve.attention.paged_decode import pick_bucket as bucket_for
+
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
-def token_rows(num_new_tokens, slots, reaches_newest):
-    """Walk the chunks with a running offset; a chunk that ends at its sequence's newest token and whose
-    sequence holds a slot reads that last row from the table."""
-    rows, offset = [], 0
-    for n, slot, newest in zip(num_new_tokens, slots, reaches_newest):
-        rows += [-1] * n
-        offset += n
-        if newest and slot >= 0:
-            rows[offset - 1] = slot
-    return rows
+def worst_padding(buckets):
+    """Try every batch size; the worst share of padding lanes."""
+    return max((bucket_for(n, buckets) - n) / bucket_for(n, buckets) for n in range(1, max(buckets) + 1))
 
 
-def token_rows_at_chunk_start(num_new_tokens, slots, reaches_newest):
-    """A typical mistake: mark the first row of each chunk, which is the newest token only for a decode."""
-    rows, offset = [], 0
-    for n, slot, newest in zip(num_new_tokens, slots, reaches_newest):
-        rows += [-1] * n
-        if newest and slot >= 0:
-            rows[offset] = slot
-        offset += n
-    return rows
+def worst_padding_at_bucket_edges(buckets):
+    """A typical mistake: look only just above each bucket boundary, forgetting the smallest batch sizes."""
+    return max(((b - a - 1) / b for a, b in zip(buckets, buckets[1:])), default=0.0)
 
 
-def wasted_lanes(stop_steps, max_tokens):
-    """An eos found one step late costs one lane, unless the length limit ended the sequence there anyway."""
-    return sum(1 for s, m in zip(stop_steps, max_tokens) if s is not None and s < m)
+def race_sample(logits, temperatures, noise):
+    """argmax(softmax(l / T) / E); greedy rows take the argmax of the logits."""
+    greedy = temperatures == 0
+    probs = (logits / torch.where(greedy, 1.0, temperatures)[:, None]).softmax(dim=-1)
+    return torch.where(greedy, logits.argmax(dim=-1), (probs / noise).argmax(dim=-1))
 
 
-def wasted_lanes_every_stop(stop_steps, max_tokens):
-    """A typical mistake: also counting an eos on the last allowed token."""
-    return sum(1 for s in stop_steps if s is not None)
+def race_sample_multiplied(logits, temperatures, noise):
+    """A typical mistake: multiply by the noise, which favours unlikely tokens."""
+    greedy = temperatures == 0
+    probs = (logits / torch.where(greedy, 1.0, temperatures)[:, None]).softmax(dim=-1)
+    return torch.where(greedy, logits.argmax(dim=-1), (probs * noise).argmax(dim=-1))
 
 
-def lanes_and_pieces(q_lens, piece_len):
-    """One-query chunks are lanes; every longer chunk needs ceil(length / piece_len) pieces."""
-    lanes = sum(1 for n in q_lens if n == 1)
-    pieces = sum(-(-n // piece_len) for n in q_lens if n > 1)
-    return lanes, pieces
-
-
-def lanes_and_pieces_floor(q_lens, piece_len):
-    """A typical mistake: rounding the pieces down, which drops a chunk's last, shorter piece."""
-    return sum(1 for n in q_lens if n == 1), sum(max(1, n // piece_len) for n in q_lens if n > 1)
-
-
-def merge(out_a, lse_a, out_b, lse_b):
-    """Each half weighted by its share of the combined softmax denominator."""
-    import torch
-
-    lse = torch.logaddexp(lse_a, lse_b)
-    return out_a * (lse_a - lse).exp().unsqueeze(-1) + out_b * (lse_b - lse).exp().unsqueeze(-1)
-
-
-def merge_by_average(out_a, lse_a, out_b, lse_b):
-    """A typical mistake: averaging the two halves, as if both had the same number (and size) of scores."""
-    return (out_a + out_b) / 2
-
-
-SOLUTIONS = {"09.1": token_rows, "09.2": wasted_lanes, "09.4": lanes_and_pieces, "09.6": merge}
-WRONG = {"09.1": token_rows_at_chunk_start, "09.2": wasted_lanes_every_stop, "09.4": lanes_and_pieces_floor,
-         "09.6": merge_by_average}
+SOLUTIONS = {"09.1": worst_padding, "09.2": race_sample}
+WRONG = {"09.1": worst_padding_at_bucket_edges, "09.2": race_sample_multiplied}
 
 EXPLANATIONS = {
-    "09.3": """Two steps ahead, step n+2 is launched while steps n and n+1 are both in flight. A decoding sequence then
-has two pending tokens: `num_pending_tokens` counts them, and the scheduler needs nothing else. The input of step
-n+2 is step n+1's token, which step n+1's sampler writes into the sequence's table slot before step n+2 reads it
-(stream order), so the token table still works as it is. What breaks is the host side: the core must keep two
-steps in flight and commit them in order, the outputs come two calls late, and a sequence stopped by step n's
-eos has two lanes of wasted work, not one. The pinned host copies must not be shared between the two steps in
-flight. It pays off only when one step's host work is longer than the GPU's step, e.g. a very fast GPU with a
-small model and a slow host: with host < GPU time, one step ahead already hides all of it.""",
-    "09.5": """Between 512 and 8,192 rows the buckets grow by x1.5 and x4/3 in turn, so a step pads to at most 1.5 times
-its rows (513 rows replay the 768-row graph) and on average much less; 14 graphs cover a budget of 8,192.
-Powers of two alone would need 10 graphs but pad up to 2x (4,097 rows to 8,192), and the padded rows go
-through every GEMM and the MLP: at thousands of rows the GPU time of a step is proportional to its rows,
-so the long steps, where padding costs the most, want the finest grid. Each extra bucket costs one warm-up
-forward and one capture at start-up (tens of milliseconds each on a slow host) and a little pool memory,
-since all graphs share one pool and only the largest sets its size. A grid of multiples of 512 would pad
-less than 1.5x everywhere above 1,024 rows but needs 16 graphs above 512; the geometric grid is the usual
-compromise (vLLM's capture sizes grow the same way).""",
+    "09.3": """Each graph keeps the memory its intermediate tensors used, reserved in its pool. With one shared
+pool captured largest first, every smaller bucket's intermediates fit into blocks the largest one already
+reserved (only one graph runs at a time, so they may overlap), and all buckets cost about what the largest
+costs alone. Smallest first with a pool each, every bucket reserves its own memory: the sum over buckets,
+for 20 buckets up to 256 many times the shared figure, and all of it comes out of the KV cache. Captured
+smallest first into one shared pool, the pool has to grow at every larger bucket and fragments.""",
+    "09.4": """A graph records pointers, not tensors: every kernel that reads or writes the KV cache was captured with
+the cache's device addresses. Captured before the cache exists, there would be no addresses to record (the
+profile run uses a throwaway one-block cache). If the engine re-allocated the cache later, the graphs would
+go on reading and writing the old addresses: freed memory that may now hold something else, so garbage
+attention and silent corruption rather than an error. Re-allocating therefore means capturing again.""",
+    "09.5": """flash-attn's decode kernel reads the K/V blocks of every lane's context from the block table before it
+knows that the lane's output will be dropped; a padding lane has context length 1, so it reads the first
+entry of its block table. With -1 there, the kernel would compute an address before the start of the cache
+and read out of bounds (an illegal memory access that kills the CUDA context). Block 0 always exists, so
+reading it is harmless; writing is what must not happen, and slot -1 prevents that.""",
+    "09.6": """Per layer the fused model runs 4 GEMMs, 2 RMSNorms on the residual stream, q_norm, k_norm, rotary,
+SiLU-and-mul, plus the KV store and attention: 12 kernels. Folding q_norm, k_norm and rotary into one leaves
+10. The combined kernel must know, per token, its position (to pick the cos/sin row), both gains (q_norm's and
+k_norm's weights), epsilon, the head counts of q and k and their strides in the QKV output, and it must
+normalise a whole head before rotating it: the rotation mixes the two halves of a head, so the RMS of the full
+head has to be known first. One program per (token, head) that loads the head, normalises, rotates and
+stores does it.""",
 }

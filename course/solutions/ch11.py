@@ -1,70 +1,85 @@
-"""Solutions to chapter 11's exercises (benchmarking)."""
-from nanobench.floor import H200_DATASHEET, model_cost, step_bound
-
+"""Solutions to chapter 11's exercises (async scheduling, mixed-step graphs)."""
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
-def padding_fraction(requests, batch_size):
-    """Fraction of static-batch decode slots that are padding."""
-    useful = slots = 0
-    for i in range(0, len(requests), batch_size):
-        chunk = requests[i:i + batch_size]
-        useful += sum(r.max_tokens for r in chunk)
-        slots += len(chunk) * max(r.max_tokens for r in chunk)
-    return 1 - useful / slots
+def token_rows(num_new_tokens, slots, reaches_newest):
+    """Walk the chunks with a running offset; a chunk that ends at its sequence's newest token and whose
+    sequence holds a slot reads that last row from the table."""
+    rows, offset = [], 0
+    for n, slot, newest in zip(num_new_tokens, slots, reaches_newest):
+        rows += [-1] * n
+        offset += n
+        if newest and slot >= 0:
+            rows[offset - 1] = slot
+    return rows
 
 
-def padding_fraction_full_chunks(requests, batch_size):
-    """A typical mistake: every chunk counted as full, the short last one included."""
-    useful = slots = 0
-    for i in range(0, len(requests), batch_size):
-        chunk = requests[i:i + batch_size]
-        useful += sum(r.max_tokens for r in chunk)
-        slots += batch_size * max(r.max_tokens for r in chunk)
-    return 1 - useful / slots
+def token_rows_at_chunk_start(num_new_tokens, slots, reaches_newest):
+    """A typical mistake: mark the first row of each chunk, which is the newest token only for a decode."""
+    rows, offset = [], 0
+    for n, slot, newest in zip(num_new_tokens, slots, reaches_newest):
+        rows += [-1] * n
+        if newest and slot >= 0:
+            rows[offset] = slot
+        offset += n
+    return rows
 
 
-def prefill_bound(num_prompts, prompt_len):
-    """"memory" or "compute" for one prefill step of Qwen3-0.6B on the H200 datasheet."""
-    from nanoserve.model.tiny import QWEN3_0_6B_CONFIG
-
-    tokens = num_prompts * prompt_len
-    pairs = num_prompts * prompt_len * (prompt_len + 1) // 2
-    return step_bound(model_cost(QWEN3_0_6B_CONFIG), tokens, tokens, pairs,
-                      H200_DATASHEET["memory_bandwidth_bytes_s"], H200_DATASHEET["bf16_dense_flops_s"])
+def wasted_lanes(stop_steps, max_tokens):
+    """An eos found one step late costs one lane, unless the length limit ended the sequence there anyway."""
+    return sum(1 for s, m in zip(stop_steps, max_tokens) if s is not None and s < m)
 
 
-def prefill_bound_weights_per_prompt(num_prompts, prompt_len):
-    """A typical mistake: the weights read once per prompt instead of once per step."""
-    from nanoserve.model.tiny import QWEN3_0_6B_CONFIG
-
-    cost = model_cost(QWEN3_0_6B_CONFIG)
-    bw, flops = H200_DATASHEET["memory_bandwidth_bytes_s"], H200_DATASHEET["bf16_dense_flops_s"]
-    tokens = num_prompts * prompt_len
-    moved = num_prompts * cost.weight_bytes + cost.kv_bytes_per_token * tokens
-    work = cost.matmul_flops_per_token * tokens + cost.attn_flops_per_pair * num_prompts * prompt_len * (prompt_len + 1) // 2
-    return "memory" if moved / bw >= work / flops else "compute"
+def wasted_lanes_every_stop(stop_steps, max_tokens):
+    """A typical mistake: also counting an eos on the last allowed token."""
+    return sum(1 for s in stop_steps if s is not None)
 
 
-SOLUTIONS = {"11.1": padding_fraction, "11.2": prefill_bound}
-WRONG = {"11.1": padding_fraction_full_chunks, "11.2": prefill_bound_weights_per_prompt}
+def lanes_and_pieces(q_lens, piece_len):
+    """One-query chunks are lanes; every longer chunk needs ceil(length / piece_len) pieces."""
+    lanes = sum(1 for n in q_lens if n == 1)
+    pieces = sum(-(-n // piece_len) for n in q_lens if n > 1)
+    return lanes, pieces
+
+
+def lanes_and_pieces_floor(q_lens, piece_len):
+    """A typical mistake: rounding the pieces down, which drops a chunk's last, shorter piece."""
+    return sum(1 for n in q_lens if n == 1), sum(max(1, n // piece_len) for n in q_lens if n > 1)
+
+
+def merge(out_a, lse_a, out_b, lse_b):
+    """Each half weighted by its share of the combined softmax denominator."""
+    import torch
+
+    lse = torch.logaddexp(lse_a, lse_b)
+    return out_a * (lse_a - lse).exp().unsqueeze(-1) + out_b * (lse_b - lse).exp().unsqueeze(-1)
+
+
+def merge_by_average(out_a, lse_a, out_b, lse_b):
+    """A typical mistake: averaging the two halves, as if both had the same number (and size) of scores."""
+    return (out_a + out_b) / 2
+
+
+SOLUTIONS = {"11.1": token_rows, "11.2": wasted_lanes, "11.4": lanes_and_pieces, "11.6": merge}
+WRONG = {"11.1": token_rows_at_chunk_start, "11.2": wasted_lanes_every_stop, "11.4": lanes_and_pieces_floor,
+         "11.6": merge_by_average}
+
 EXPLANATIONS = {
-    "11.3": ("Each run gives one tok/s value; their spread (max - min, or the standard deviation s) is the noise. "
-             "To tell a difference d between two engines' means apart from noise you want the standard error "
-             "s * sqrt(2 / n) well below d, say d > 3 s sqrt(2/n), so n > 18 (s/d)^2. With runs spreading by 1-2% "
-             "on one GPU, a 5% difference needs only two or three runs per engine; a spread of 5% (a busy or "
-             "throttling GPU, or runs from different sessions) needs about 18. Back-to-back sessions on the same "
-             "machine keep s small, which is why ratios are only taken within one session."),
-    "11.4": ("In StepTimer's timed_step, read the engine's counters (LLMEngine.stats: prefill_tokens, "
-             "decode_tokens) before and after the original step() and append the two differences next to the "
-             "duration. A scatter of duration against tokens processed shows a line that does not go through "
-             "zero: its intercept, a few milliseconds for eager steps and much less for CUDA-graph steps, is the "
-             "fixed per-step overhead (launches, host bookkeeping, synchronisation), and it dominates decode steps "
-             "of small batches, while prefill steps sit on the slope (compute per token)."),
-    "11.5": ("Run the same command twice, once with --enforce-eager, and compare startup.startup_s. For nanoserve "
-             "the difference is the CUDA-graph capture (the decode, cascade and mixed-step graphs of chapters 08 and 09): "
-             "typically most of its few seconds of start-up. For vLLM, eager mode skips both torch.compile and "
-             "graph capture: the chapter's vLLM started in 40-90 s with graphs and the GPU kit notes about 9 s "
-             "with enforce_eager, so compilation and capture are around 80-90% of its start-up (less with a warm "
-             "compile cache)."),
+    "11.3": """Two steps ahead, step n+2 is launched while steps n and n+1 are both in flight. A decoding sequence then
+has two pending tokens: `num_pending_tokens` counts them, and the scheduler needs nothing else. The input of step
+n+2 is step n+1's token, which step n+1's sampler writes into the sequence's table slot before step n+2 reads it
+(stream order), so the token table still works as it is. What breaks is the host side: the core must keep two
+steps in flight and commit them in order, the outputs come two calls late, and a sequence stopped by step n's
+eos has two lanes of wasted work, not one. The pinned host copies must not be shared between the two steps in
+flight. It pays off only when one step's host work is longer than the GPU's step, e.g. a very fast GPU with a
+small model and a slow host: with host < GPU time, one step ahead already hides all of it.""",
+    "11.5": """Between 512 and 8,192 rows the buckets grow by x1.5 and x4/3 in turn, so a step pads to at most 1.5 times
+its rows (513 rows replay the 768-row graph) and on average much less; 14 graphs cover a budget of 8,192.
+Powers of two alone would need 10 graphs but pad up to 2x (4,097 rows to 8,192), and the padded rows go
+through every GEMM and the MLP: at thousands of rows the GPU time of a step is proportional to its rows,
+so the long steps, where padding costs the most, want the finest grid. Each extra bucket costs one warm-up
+forward and one capture at start-up (tens of milliseconds each on a slow host) and a little pool memory,
+since all graphs share one pool and only the largest sets its size. A grid of multiples of 512 would pad
+less than 1.5x everywhere above 1,024 rows but needs 16 graphs above 512; the geometric grid is the usual
+compromise (vLLM's capture sizes grow the same way).""",
 }

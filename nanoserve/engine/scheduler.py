@@ -114,7 +114,7 @@ def match_prefix(block_manager, seq: Sequence) -> int | None:
     if not hasattr(block_manager, "match_prefix") or seq.num_computed_tokens or seq.block_table:
         return None
     if getattr(seq.params, "prompt_logprobs", None) is not None:
-        return None  # as in vLLM: prompt logprobs need every prompt position computed (chapter 06)
+        return None  # as in vLLM: prompt logprobs need every prompt position computed (chapter 07)
     seq.block_table = block_manager.match_prefix(seq.token_ids)
     hits = len(seq.block_table) * block_manager.block_size
     seq.num_computed_tokens = seq.num_cached_tokens = hits

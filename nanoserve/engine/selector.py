@@ -10,10 +10,10 @@ from nanoserve.engine.model_runner import ModelRunner
 
 
 def build_runner(config, model_config, device=None, layers=None, token_table: bool = True) -> ModelRunner:
-    """A ModelRunner, with chapter 08's fused Triton kernels swapped in when asked for and CUDA can run them."""
+    """A ModelRunner, with chapter 09's fused Triton kernels swapped in when asked for and CUDA can run them."""
     runner = ModelRunner(config, model_config, device=device, layers=layers, token_table=token_table)
     if runner.device.type == "cuda" and config.fused_kernels:
-        from nanoserve.kernels.fused import fuse_model, fused_kernels_available  # chapter 08
+        from nanoserve.kernels.fused import fuse_model, fused_kernels_available  # chapter 09
 
         if fused_kernels_available():
             fuse_model(runner.model)
@@ -22,10 +22,10 @@ def build_runner(config, model_config, device=None, layers=None, token_table: bo
 
 def graph_variants(config, backend) -> list:
     """The attention variants a GraphRunner captures, in the order it tries them on a step."""
-    from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 09
-    from nanoserve.attention.mixed_step import MixedStep  # chapter 09
-    from nanoserve.attention.paged_decode import PagedDecode  # chapter 08
-    from nanoserve.engine.graph_runner import graph_buckets  # chapter 08
+    from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 11
+    from nanoserve.attention.mixed_step import MixedStep  # chapter 11
+    from nanoserve.attention.paged_decode import PagedDecode  # chapter 09
+    from nanoserve.engine.graph_runner import graph_buckets  # chapter 09
 
     decode = graph_buckets(config.max_num_seqs)
     mixed = [b for b in graph_buckets(config.max_num_batched_tokens, fine=False) if b >= 16]
@@ -40,13 +40,13 @@ def graph_variants(config, backend) -> list:
 def build_executor(config, model_config):
     """The Executor for a resolved EngineConfig: the TP executor, a GraphRunner over a runner, or the runner."""
     if config.tensor_parallel_size > 1:
-        from nanoserve.parallel.executor import TensorParallelExecutor  # chapter 10
+        from nanoserve.parallel.executor import TensorParallelExecutor  # chapter 14
 
         return TensorParallelExecutor(config, model_config)
     runner = build_runner(config, model_config)
     if runner.device.type != "cuda" or config.enforce_eager:
         return runner
-    from nanoserve.engine.graph_runner import GraphRunner  # chapter 08
+    from nanoserve.engine.graph_runner import GraphRunner  # chapter 09
 
     return GraphRunner(runner, graph_variants(config, runner.backend))
 
@@ -54,7 +54,7 @@ def build_executor(config, model_config):
 def core_class(config):
     """The EngineCore class for a resolved EngineConfig."""
     if config.async_scheduling:
-        from nanoserve.engine.async_core import AsyncEngineCore  # chapter 09
+        from nanoserve.engine.async_core import AsyncEngineCore  # chapter 11
 
         return AsyncEngineCore
     return EngineCore
@@ -68,7 +68,7 @@ def make_engine_core(config, model_config) -> EngineCore:
 # %% chapters/A2_engine_assembly.ipynb #c005
 def attention_backends() -> dict:
     """The attention backends on offer (name -> class), the one 'auto' picks on CUDA first."""
-    from nanoserve.attention.flash import FlashAttentionBackend, flash_attn_available  # chapter 07
+    from nanoserve.attention.flash import FlashAttentionBackend, flash_attn_available  # chapter 08
     from nanoserve.attention.torch_ref import TorchAttentionBackend  # chapter 03
 
     if flash_attn_available():  # CUDA and flash-attn installed

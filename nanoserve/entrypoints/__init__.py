@@ -1,1 +1,1 @@
-"""nanoserve.entrypoints: the OpenAI-compatible server and its async front end (chapter 11)."""
+"""nanoserve.entrypoints: the OpenAI-compatible server and its async front end (chapter 15)."""

@@ -1,1 +1,1 @@
-"""Fused GPU kernels (Triton) for the model forward; generated from chapter 07 except this file."""
+"""Fused GPU kernels (Triton) for the model forward; generated from chapter 08 except this file."""

@@ -1,6 +1,6 @@
 """Copy GPU-cell recordings made on a GPU machine (run_gpu_cells.py) into chapters/recordings/.
 
-Usage: python scripts/gpu/merge_gpu_outputs.py RESULTS/07_flash_attention.json [...]
+Usage: python scripts/gpu/merge_gpu_outputs.py RESULTS/08_flash_attention.json [...]
 
 Each JSON names its chapter. A recording replaces the chapter's recording of the same name only when the
 cell's current source (without its marker line) is the source that ran on the GPU; anything else is reported

@@ -135,7 +135,7 @@ def main():
     llm = LLM(str(ckpt), skip_tokenizer_init=True, max_model_len=4096, max_num_seqs=256)
     result["startup_s"] = round(time.perf_counter() - t, 2)
     runner = llm.engine.executor
-    plain = getattr(runner, "runner", runner)  # a GraphRunner holds chapter 06's runner
+    plain = getattr(runner, "runner", runner)  # a GraphRunner holds chapter 07's runner
     result["runner"] = {"class": type(runner).__name__, "backend": plain.backend.name,
                         "block_size": plain.block_size, "kv_blocks": plain.num_kv_blocks,
                         "fused_sampling": bool(getattr(runner, "sample_in_graph", False))}

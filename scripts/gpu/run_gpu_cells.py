@@ -1,6 +1,6 @@
 """Run chapters as plain Python on a GPU machine (no Jupyter there) and record the outputs of their GPU cells.
 
-Usage: python scripts/gpu/run_gpu_cells.py chapters/07_flash_attention.ipynb [...] [--out DIR]
+Usage: python scripts/gpu/run_gpu_cells.py chapters/08_flash_attention.ipynb [...] [--out DIR]
 
 Every code cell of a chapter runs in order in one namespace (working directory: chapters/, as under
 Jupyter), with stdout/stderr captured per cell and matplotlib on the Agg backend. For each GPU cell (first

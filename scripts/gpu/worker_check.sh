@@ -2,7 +2,7 @@
 # One H200 call for a tree after an engine change: the GPU tests, then the GPU cells of the chapters named in
 # CHAPTERS (recordings for scripts/gpu/merge_gpu_outputs.py). Run from the tree's root on the GPU machine;
 # KIT holds flash_attn-*.whl and wheels/ (matplotlib and its dependencies for the chapter runs).
-#   KIT=.gpu OUT=/tmp/check CHAPTERS="chapters/08_cuda_graphs.ipynb" bash scripts/gpu/worker_check.sh
+#   KIT=.gpu OUT=/tmp/check CHAPTERS="chapters/09_cuda_graphs.ipynb" bash scripts/gpu/worker_check.sh
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 KIT=${KIT:-.gpu}; OUT=${OUT:-/tmp/worker_check}; mkdir -p "$OUT"

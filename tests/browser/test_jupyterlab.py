@@ -91,7 +91,7 @@ def test_scheduler_step_button_advances(run_all):
 
 
 def test_flash_attention_runs_on_cpu(run_all):
-    chapter = run_all("07_flash_attention.ipynb")
+    chapter = run_all("08_flash_attention.ipynb")
     assert_no_errors(chapter)
 
 

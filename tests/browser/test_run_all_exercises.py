@@ -56,7 +56,7 @@ def test_qwen3_run_all_shows_no_answer_and_exercise_01_5_runs_as_written(run_all
 
 
 def test_benchmark_run_all_shows_no_answer_and_readable_figures(run_all):
-    chapter = run_all("11_benchmark.ipynb")
+    chapter = run_all("15_benchmark.ipynb")
     assert_no_errors(chapter)
     assert exercise_answers(chapter) == []
     chapter.page.locator(".jp-OutputArea-output img").last.scroll_into_view_if_needed()

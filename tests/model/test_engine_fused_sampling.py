@@ -1,4 +1,4 @@
-"""An executor that samples inside its own step (CUDA graphs, chapter 08) changes no engine output."""
+"""An executor that samples inside its own step (CUDA graphs, chapter 09) changes no engine output."""
 import pytest
 import torch
 

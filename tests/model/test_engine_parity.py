@@ -11,7 +11,7 @@ from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
 
-# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+# chapter 11's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
 ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
                                                      reason="nanoserve.engine.async_core is not exported yet"))
 
@@ -53,7 +53,7 @@ def reference(model):
 
 @pytest.fixture(autouse=True, params=[False, ASYNC], ids=["sync", "async"])
 def loop(request, monkeypatch):
-    """Every test runs with the step-at-a-time loop and with the one-step-ahead loop (chapter 08)."""
+    """Every test runs with the step-at-a-time loop and with the one-step-ahead loop (chapter 09)."""
     monkeypatch.setitem(LOOP, "async_scheduling", request.param)
     return request.param
 

@@ -8,7 +8,7 @@ from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
 
-# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+# chapter 11's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
 ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
                                                      reason="nanoserve.engine.async_core is not exported yet"))
 
@@ -23,7 +23,7 @@ def checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=[False, ASYNC], ids=["sync", "async"])
 def llm(checkpoint, request):
-    """The step-at-a-time loop and the one-step-ahead loop (chapter 08) must stop in the same places."""
+    """The step-at-a-time loop and the one-step-ahead loop (chapter 09) must stop in the same places."""
     return LLM(checkpoint, block_size=4, num_kv_blocks=64, seed=0, async_scheduling=request.param)
 
 

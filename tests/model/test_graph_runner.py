@@ -103,7 +103,7 @@ def test_logprobs_and_prompt_logprobs_through_the_layout(checkpoint, monkeypatch
     runs = {}
     for layout in (False, True):
         if not layout:
-            monkeypatch.undo()  # the plain runner of chapter 06
+            monkeypatch.undo()  # the plain runner of chapter 07
         llm = LLM(str(checkpoint), skip_tokenizer_init=True, device="cpu", block_size=4, max_model_len=512,
                   num_kv_blocks=64, enable_prefix_caching=False)
         runs[layout] = llm.generate([{"prompt_token_ids": p} for p in prompts], params, use_tqdm=False)

@@ -10,7 +10,7 @@ from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
 from nanoserve.sampler import apply_penalties
 
-# chapter 09's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
+# chapter 11's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
 ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
                                                      reason="nanoserve.engine.async_core is not exported yet"))
 

@@ -1,4 +1,4 @@
-"""Structured outputs (chapter 13): every format holds on a random model, sync and one step ahead, at the door too."""
+"""Structured outputs (chapter 17): every format holds on a random model, sync and one step ahead, at the door too."""
 import json
 import re
 

@@ -1,4 +1,4 @@
-"""The host one step ahead (chapter 09): pending tokens in the scheduler, the device token table, abort mid-flight."""
+"""The host one step ahead (chapter 11): pending tokens in the scheduler, the device token table, abort mid-flight."""
 import pytest
 import torch
 

@@ -1,4 +1,4 @@
-"""Solutions to chapter 12's exercises (serving)."""
+"""Solutions to chapter 16's exercises (serving)."""
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
@@ -17,31 +17,31 @@ def meets_slos_all_tokens(result, slos):
     return all(measured[name] <= limit for name, limit in slos.items())
 
 
-SOLUTIONS = {"12.1": meets_slos}
-WRONG = {"12.1": meets_slos_all_tokens}
+SOLUTIONS = {"16.1": meets_slos}
+WRONG = {"16.1": meets_slos_all_tokens}
 EXPLANATIONS = {
-    "12.2": ("Scrape /metrics in a background task every 50 ms while the 50 requests stream, and parse the "
+    "16.2": ("Scrape /metrics in a background task every 50 ms while the 50 requests stream, and parse the "
              "num_requests_waiting gauge. It starts at 42 (50 minus the 8 running), drops by one each time a "
              "running request finishes and a waiting one is admitted, and reaches 0 after about 42 finishes. "
              "With identical requests the batch turns over in waves of 8, so draining takes close to "
              "ceil(50 / 8) - 1 = 6 request durations, and the last request ends after about 7: the 50 / 8 "
              "estimate holds, a little above it because each wave's prefill delays the decodes running with it."),
-    "12.3": ("Record, per request, when it reached the server, when the worker thread next called step(), and "
+    "16.3": ("Record, per request, when it reached the server, when the worker thread next called step(), and "
              "when its first token left. The first gap is waiting for the step in flight: on average half a "
              "step, at most a whole one. With long prompts at a high rate steps are long (mixed prefill and "
              "decode, tens of ms), so this wait is a visible part of TTFT at low load; under heavy load queueing "
              "in the scheduler (waiting for a free sequence slot or KV blocks) dominates instead."),
-    "12.4": ("A route that calls the engine's tokenizer directly and returns {'tokens': ids, 'count': len(ids)} "
+    "16.4": ("A route that calls the engine's tokenizer directly and returns {'tokens': ids, 'count': len(ids)} "
              "needs no engine step, so it does not touch the worker thread. Tokenizing runs on the event loop "
              "thread, which blocks every other connection while it runs: fine for prompts of a few thousand "
              "tokens (well under a millisecond with a fast tokenizer), not for megabyte inputs; for those, run "
              "it with asyncio.to_thread (fast tokenizers release the GIL) or cap the input length at the door."),
-    "12.5": ("The timer lives on the event loop, next to the request's queue: wrap the wait for the request's "
+    "16.5": ("The timer lives on the event loop, next to the request's queue: wrap the wait for the request's "
              "outputs in asyncio.wait_for(..., timeout). On timeout, abort the request through the same path a "
              "client disconnect takes (the router schedules the abort between two steps, so the engine frees "
              "its blocks), and send an error event with code 504 before closing the stream. The worker thread "
              "and the engine need no change: a timeout is an abort with another reason."),
-    "12.6": ("Run the client once per rate with --goodput ttft:500 tpot:50 and plot the p50 TTFT and TPOT. At low "
+    "16.6": ("Run the client once per rate with --goodput ttft:500 tpot:50 and plot the p50 TTFT and TPOT. At low "
              "rates both stay flat and goodput equals the request rate; as the rate nears the server's capacity "
              "TPOT grows (bigger batches) and TTFT grows (prefills queue); past it TTFT explodes. Goodput peaks "
              "at the highest rate where the p99 of both still meets the SLOs, usually somewhat below the rate "

@@ -1,4 +1,4 @@
-"""Checkers for chapter 10's exercises (tensor parallelism): kv heads per rank, greedy sampling from shards."""
+"""Checkers for chapter 14's exercises (tensor parallelism): kv heads per rank, greedy sampling from shards."""
 import torch
 
 from nanoserve.parallel.group import TPGroup
@@ -43,4 +43,4 @@ def check_greedy_from_shards(greedy_from_shards) -> str:
     return "equals the argmax of the full logits at tp=2 and tp=4"
 
 
-CHECKS = {"10.1": check_kv_heads_of_rank, "10.2": check_greedy_from_shards}
+CHECKS = {"14.1": check_kv_heads_of_rank, "14.2": check_greedy_from_shards}

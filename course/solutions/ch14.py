@@ -1,4 +1,4 @@
-"""Solutions to chapter 10's exercises, typical mistakes the checkers reject, and written answers."""
+"""Solutions to chapter 14's exercises, typical mistakes the checkers reject, and written answers."""
 import torch
 
 
@@ -33,16 +33,16 @@ def greedy_from_shards_local_ids(shards):
     return ids.gather(0, values.argmax(0, keepdim=True))[0]
 
 
-SOLUTIONS = {"10.1": kv_heads_of_rank, "10.2": greedy_from_shards}
-WRONG = {"10.1": kv_heads_round_robin, "10.2": greedy_from_shards_local_ids}
+SOLUTIONS = {"14.1": kv_heads_of_rank, "14.2": greedy_from_shards}
+WRONG = {"14.1": kv_heads_round_robin, "14.2": greedy_from_shards_local_ids}
 EXPLANATIONS = {
-    "10.3": (
+    "14.3": (
         "Gathering the logits sends rank 1's half of every row to rank 0: 256 rows x 75,968 ids x 4 bytes =\n"
         "77,791,232 bytes (about 74 MiB) per step. Sending one (value, id) pair per row instead is 256 x (4 + 8) =\n"
         "3,072 bytes. The scheme only works for greedy (or for top-1-style decisions): temperature sampling over the\n"
         "whole vocabulary needs each rank's normalizer too (sum of exp), and top-p needs more still, which is why\n"
         "engines usually gather logits or all-gather a small top-k per rank."),
-    "10.4": (
+    "14.4": (
         "With sequence parallelism each rank holds T/tp tokens between the row layer and the next column layer. The\n"
         "all-reduce (which is a reduce-scatter followed by an all-gather) is split into its two halves: the\n"
         "reduce-scatter leaves each rank the summed rows of its own tokens, RMSNorm and the residual add run on T/tp\n"

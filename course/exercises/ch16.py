@@ -1,4 +1,4 @@
-"""Checkers for chapter 12's exercises (serving)."""
+"""Checkers for chapter 16's exercises (serving)."""
 import random
 
 from nanobench.serve import RequestResult
@@ -39,4 +39,4 @@ def check_meets_slos(meets_slos) -> str:
     return "goodput = requests within every SLO per second; a server can raise throughput while goodput falls"
 
 
-CHECKS = {"12.1": check_meets_slos}
+CHECKS = {"16.1": check_meets_slos}
