@@ -128,9 +128,17 @@ class BenchEngine:
         """Where the engine's code came from, for the provenance (a source checkout's commit)."""
         return {}
 
+    def kv_capacity_tokens(self) -> int | None:
+        """Tokens the engine's KV cache holds (blocks × block size), or None when it does not say."""
+        return None
+
     def memory(self) -> dict:
-        """Peak memory figures and what they measure."""
+        """Peak memory figures, the KV cache's capacity, and what they measure."""
         out = {"device_used_before_bytes": self.memory_before, "device_used_after_bytes": device_memory_used_bytes()}
+        try:
+            out["kv_capacity_tokens"] = self.kv_capacity_tokens()
+        except (AttributeError, TypeError):  # another version of the engine keeps it elsewhere
+            out["kv_capacity_tokens"] = None
         if out["device_used_before_bytes"] is not None and out["device_used_after_bytes"] is not None:
             out["device_used_delta_bytes"] = out["device_used_after_bytes"] - out["device_used_before_bytes"]
         import torch

@@ -74,6 +74,9 @@ class NanoserveEngine(OfflineApiEngine):
     def step_owner(self):
         return self.llm.llm_engine  # the LLMEngine whose step() generate calls
 
+    def kv_capacity_tokens(self):
+        return self.llm.llm_engine.num_kv_blocks * self.llm.config.block_size
+
     def step_counters(self):
         """LLMEngine.stats (EngineStats) as numbers by name: steps, tokens, seconds, eager steps."""
         fields = vars(self.llm.llm_engine.stats)
@@ -103,6 +106,10 @@ class VllmEngine(OfflineApiEngine):
 
     def step_owner(self):
         return self.llm.llm_engine  # LLM.generate calls its step() once per engine-core output
+
+    def kv_capacity_tokens(self):
+        cache = self.llm.llm_engine.vllm_config.cache_config  # the front end learns num_gpu_blocks at start-up
+        return cache.num_gpu_blocks * cache.block_size
 
     def memory(self):
         out = super().memory()
@@ -178,6 +185,10 @@ class NanoVllmEngine(BenchEngine):
 
     def step_owner(self):
         return self.llm
+
+    def kv_capacity_tokens(self):
+        manager = self.llm.scheduler.block_manager
+        return len(manager.blocks) * manager.block_size
 
     def source(self):
         return {"path_name": Path(self.path).name, "commit": source_commit(self.path)}

@@ -8,6 +8,7 @@ __all__ = ['PROVENANCE_KEYS', 'MODEL_CONFIG_KEYS', 'package_version', 'flash_att
 # %% chapters/A4_benchmark_harness.ipynb #c017
 import datetime
 import json
+import os
 import platform
 import shlex
 import subprocess
@@ -44,10 +45,10 @@ def flash_attn_version():
 
 
 def git_commit():
-    """Commit of the nanoserve checkout (with "-dirty" when it has changes), or None outside git."""
-    root = Path(__file__).resolve().parents[2]
-    if not (root / ".git").exists():
-        return None
+    """Commit of the checkout (with "-dirty" when it has changes); outside git, NANOSERVE_GIT_COMMIT or None."""
+    root = Path(__file__).resolve().parents[1]  # nanobench/ sits at the repository root
+    if not (root / ".git").exists():  # a copied tree: the launcher may say which commit it copied
+        return os.environ.get("NANOSERVE_GIT_COMMIT") or None
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],

@@ -65,6 +65,7 @@ COMMON=(--workload "$WORKLOADS" --model "$MODEL" --out "$RUNDIR" --runs "$RUNS" 
         --tag "$TAG" --gpu-util "$GPU_UTIL" --weights-note "random weights, exact Qwen3-0.6B shapes")
 
 for ENGINE in $ENGINES; do
+  export NANOBENCH_LAUNCHED_AT=$(date +%s.%N)  # process start -> ready, read by nanobench once the engine is built
   case $ENGINE in
     nanoserve)
       say "nanoserve: start (timeout ${NANOSERVE_TIMEOUT}s)"
@@ -99,6 +100,9 @@ for ENGINE in $ENGINES; do
   grep -h '^\[bench\]' "$LOG" | tail -4
 done
 
+# what vLLM says it ran (attention backend, compilation, CUDA graphs, KV cache size), for the audit in chapter 15
+grep -hE "attention backend|Using [A-Za-z_]+ backend|torch.compile|compil|CUDA graph|KV cache size|Maximum concurrency|max_num_seqs|max_num_batched_tokens|chunked prefill" "$LOG" \
+  | grep -E '\[[a-z_0-9]+\.py:[0-9]+\]' | sort -u | head -60 > "$OUT/vllm_said.txt" 2>/dev/null || true
 n=$(ls "$RUNDIR"/*.json 2>/dev/null | wc -l)
 if [ "$n" -gt 0 ]; then
   python3 -m nanobench bundle "$RUNDIR" --out "$OUT/results.json" | tee -a "$LOG"
