@@ -32,8 +32,48 @@ def kv_bytes_read_dense(num_tokens, q_block, k_block, kv_bytes_per_token):
     return -(-num_tokens // q_block) * num_tokens * kv_bytes_per_token
 
 
-SOLUTIONS = {"08.1": merge_partials, "08.2": kv_bytes_read}
-WRONG = {"08.1": merge_partials_without_rescaling, "08.2": kv_bytes_read_dense}
+def _streamed_decode(q, k_cache, v_cache, batch, trim_last_block: bool):
+    """Each sequence's blocks folded one at a time into a running (m, l, acc) per query head."""
+    n_seqs, n_heads, head_dim = q.shape
+    block_size, n_kv = k_cache.shape[1], k_cache.shape[2]
+    group = n_heads // n_kv
+    out = torch.zeros_like(q)
+    for b in range(n_seqs):
+        ctx = int(batch.context_lens[b])
+        if ctx == 0:
+            continue  # a padding row attends to nothing
+        qb = q[b].float().view(n_kv, group, head_dim) * head_dim ** -0.5  # head h = kv head h // group
+        m = torch.full((n_kv, group, 1), float("-inf"), device=q.device)
+        l = torch.zeros(n_kv, group, 1, device=q.device)
+        acc = torch.zeros(n_kv, group, head_dim, device=q.device)
+        for i in range(-(-ctx // block_size)):
+            block = int(batch.block_tables[b, i])
+            rows = min(block_size, ctx - i * block_size) if trim_last_block else block_size
+            kb = k_cache[block, :rows].float().transpose(0, 1)  # [Hkv, rows, D]
+            vb = v_cache[block, :rows].float().transpose(0, 1)
+            s = qb @ kb.transpose(-1, -2)  # [Hkv, group, rows]
+            m_new = torch.maximum(m, s.amax(-1, keepdim=True))
+            p = torch.exp(s - m_new)
+            rescale = torch.exp(m - m_new)
+            l = l * rescale + p.sum(-1, keepdim=True)
+            acc = acc * rescale + p @ vb
+            m = m_new
+        out[b] = (acc / l).reshape(n_heads, head_dim).to(q.dtype)
+    return out
+
+
+def paged_decode(q, k_cache, v_cache, batch):
+    """Stream each sequence's valid blocks (and the valid rows of its last one) through an online softmax."""
+    return _streamed_decode(q, k_cache, v_cache, batch, trim_last_block=True)
+
+
+def paged_decode_whole_blocks(q, k_cache, v_cache, batch):
+    """A typical mistake: attend to every row of the last block, past the end of the context."""
+    return _streamed_decode(q, k_cache, v_cache, batch, trim_last_block=False)
+
+
+SOLUTIONS = {"08.1": merge_partials, "08.2": kv_bytes_read, "08.5": paged_decode}
+WRONG = {"08.1": merge_partials_without_rescaling, "08.2": kv_bytes_read_dense, "08.5": paged_decode_whole_blocks}
 
 EXPLANATIONS = {
     "08.3": """An H200: about 990 TFLOP/s dense bf16 and 4.8 TB/s, so the ridge point is ~206 FLOPs per byte.
