@@ -3,7 +3,7 @@
 __all__ = ['RequestAborted', 'RequestGroup', 'AsyncEngine']
 
 
-# %% chapters/16_serving.ipynb #c028
+# %% chapters/16_serving.ipynb #c012
 import asyncio
 import threading
 import time
@@ -86,7 +86,7 @@ class RequestGroup:
             self.queue.put_nowait([])  # wakes a reader waiting for the next step
 
 
-# %% chapters/16_serving.ipynb #c029
+# %% chapters/16_serving.ipynb #c013
 def _post(loop: asyncio.AbstractEventLoop, fn, *args) -> None:
     """loop.call_soon_threadsafe, except that a loop already closed (its server is gone) is skipped."""
     try:
@@ -107,7 +107,7 @@ def _deliver(deliveries: list) -> None:
         group.queue.put_nowait(items)
 
 
-# %% chapters/16_serving.ipynb #c031
+# %% chapters/16_serving.ipynb #c015
 class _EngineWorker:
     """The worker thread's half of AsyncEngine: admit queued requests, step, hand outputs to their loops."""
 
@@ -187,7 +187,7 @@ class _EngineWorker:
             self.renderer.close()
 
 
-# %% chapters/16_serving.ipynb #c032
+# %% chapters/16_serving.ipynb #c016
 class AsyncEngine(_EngineWorker):
     """The engine behind an asyncio front end: requests from any coroutine, steps on one worker thread."""
 
