@@ -1,4 +1,5 @@
 """Checkers for chapter 16's exercises (serving)."""
+import json
 import random
 
 from nanobench.serve import RequestResult
@@ -39,4 +40,38 @@ def check_meets_slos(meets_slos) -> str:
     return "goodput = requests within every SLO per second; a server can raise throughput while goodput falls"
 
 
-CHECKS = {"16.1": check_meets_slos}
+def _reference_sse(lines) -> list:
+    """The JSON payloads of an event stream's `data:` lines, up to `data: [DONE]`."""
+    out = []
+    for line in lines:
+        if not line.startswith("data:"):
+            continue
+        data = line[5:].strip()
+        if data == "[DONE]":
+            break
+        out.append(json.loads(data))
+    return out
+
+
+SSE_CASES = [
+    ['data: {"choices": [{"index": 0, "text": "Hi"}]}', "", 'data: {"choices": [{"index": 0, "text": "!"}]}', "",
+     "data: [DONE]", ""],
+    [": a comment line keeps the connection alive", "", 'data:{"choices": []}', "", "data: [DONE]"],
+    ['data: {"error": {"code": 503}}', "", "data: [DONE]", "", 'data: {"late": true}', ""],
+    ["event: ping", "", "data:   [DONE]  "],
+    [],
+]
+
+
+def check_read_sse(read_sse) -> str:
+    """16.7: a stream's lines -> its JSON payloads, in order, up to [DONE]."""
+    for lines in SSE_CASES:
+        want, got = _reference_sse(lines), read_sse(list(lines))
+        assert list(got) == want, (
+            f"hint: for the lines {lines!r} expected {want!r}, got {got!r}. Only `data:` lines carry events "
+            "(the space after the colon is optional), comments and other fields are skipped, and `data: [DONE]` "
+            "ends the stream: nothing after it counts")
+    return "an SSE stream is framed by lines: `data:` carries one JSON event, [DONE] ends it"
+
+
+CHECKS = {"16.1": check_meets_slos, "16.7": check_read_sse}

@@ -17,8 +17,30 @@ def meets_slos_all_tokens(result, slos):
     return all(measured[name] <= limit for name, limit in slos.items())
 
 
-SOLUTIONS = {"16.1": meets_slos}
-WRONG = {"16.1": meets_slos_all_tokens}
+def read_sse(lines):
+    """The JSON payloads of an event stream's `data:` lines, up to `data: [DONE]`."""
+    import json
+
+    payloads = []
+    for line in lines:
+        if not line.startswith("data:"):
+            continue  # a comment (": ...") or another field ("event: ...")
+        data = line[len("data:"):].strip()
+        if data == "[DONE]":
+            break
+        payloads.append(json.loads(data))
+    return payloads
+
+
+def read_sse_with_space(lines):
+    """A typical mistake: only `data: ` with its space counts, and [DONE] is skipped rather than final."""
+    import json
+
+    return [json.loads(line[6:]) for line in lines if line.startswith("data: ") and line != "data: [DONE]"]
+
+
+SOLUTIONS = {"16.1": meets_slos, "16.7": read_sse}
+WRONG = {"16.1": meets_slos_all_tokens, "16.7": read_sse_with_space}
 EXPLANATIONS = {
     "16.2": ("Scrape /metrics in a background task every 50 ms while the 50 requests stream, and parse the "
              "num_requests_waiting gauge. It starts at 42 (50 minus the 8 running), drops by one each time a "
