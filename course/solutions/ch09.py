@@ -1,14 +1,15 @@
-"""Solutions to chapter 09's exercises (CUDA graphs, fused kernels)."""
-import torch
+"""Solutions to chapter 09's exercises (CUDA graphs)."""
+import numpy as np
 
-from nanoserve.attention.paged_decode import pick_bucket as bucket_for
+from nanoserve.attention.paged_decode import GraphPlan, PagedDecode, pick_bucket, stage_tables
+from nanoserve.engine.graph_runner import graph_buckets
 
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
 def worst_padding(buckets):
     """Try every batch size; the worst share of padding lanes."""
-    return max((bucket_for(n, buckets) - n) / bucket_for(n, buckets) for n in range(1, max(buckets) + 1))
+    return max((pick_bucket(n, buckets) - n) / pick_bucket(n, buckets) for n in range(1, max(buckets) + 1))
 
 
 def worst_padding_at_bucket_edges(buckets):
@@ -16,22 +17,42 @@ def worst_padding_at_bucket_edges(buckets):
     return max(((b - a - 1) / b for a, b in zip(buckets, buckets[1:])), default=0.0)
 
 
-def race_sample(logits, temperatures, noise):
-    """argmax(softmax(l / T) / E); greedy rows take the argmax of the logits."""
-    greedy = temperatures == 0
-    probs = (logits / torch.where(greedy, 1.0, temperatures)[:, None]).softmax(dim=-1)
-    return torch.where(greedy, logits.argmax(dim=-1), (probs / noise).argmax(dim=-1))
+def graphs_to_capture(max_num_seqs):
+    """One forward graph per bucket; per row count (one per bucket) a greedy and a sampling head graph."""
+    buckets = graph_buckets(max_num_seqs)
+    return len(buckets), 2 * len(buckets)
 
 
-def race_sample_multiplied(logits, temperatures, noise):
-    """A typical mistake: multiply by the noise, which favours unlikely tokens."""
-    greedy = temperatures == 0
-    probs = (logits / torch.where(greedy, 1.0, temperatures)[:, None]).softmax(dim=-1)
-    return torch.where(greedy, logits.argmax(dim=-1), (probs * noise).argmax(dim=-1))
+def graphs_to_capture_one_head_each(max_num_seqs):
+    """A typical mistake: one head graph per bucket, forgetting that greedy and sampling rows get one each."""
+    buckets = graph_buckets(max_num_seqs)
+    return len(buckets), len(buckets)
 
 
-SOLUTIONS = {"09.1": worst_padding, "09.2": race_sample}
-WRONG = {"09.1": worst_padding_at_bucket_edges, "09.2": race_sample_multiplied}
+class MyPagedDecode(PagedDecode):
+    """The decode variant's plan and staging, written out."""
+
+    def plan(self, step):
+        bucket = pick_bucket(step.num_tokens, self.buckets) if step.is_decode else None
+        return None if bucket is None else GraphPlan(bucket)
+
+    def stage(self, views, step, plan):
+        n = step.num_tokens
+        views["context_lens"][:n] = step.context_lens.numpy()
+        np.cumsum(views["context_lens"], out=views["cu_seqlens_k"][1:])
+        stage_tables(views["block_tables"], step.block_tables.numpy())
+
+
+class PaddingReadsNowhere(MyPagedDecode):
+    """A typical mistake: padding lanes get the table entry -1, which the kernel would read out of bounds."""
+
+    def stage(self, views, step, plan):
+        super().stage(views, step, plan)
+        views["block_tables"][step.num_tokens:] = -1
+
+
+SOLUTIONS = {"09.1": worst_padding, "09.2": graphs_to_capture, "09.6": MyPagedDecode}
+WRONG = {"09.1": worst_padding_at_bucket_edges, "09.2": graphs_to_capture_one_head_each, "09.6": PaddingReadsNowhere}
 
 EXPLANATIONS = {
     "09.3": """Each graph keeps the memory its intermediate tensors used, reserved in its pool. With one shared
@@ -50,11 +71,4 @@ knows that the lane's output will be dropped; a padding lane has context length 
 entry of its block table. With -1 there, the kernel would compute an address before the start of the cache
 and read out of bounds (an illegal memory access that kills the CUDA context). Block 0 always exists, so
 reading it is harmless; writing is what must not happen, and slot -1 prevents that.""",
-    "09.6": """Per layer the fused model runs 4 GEMMs, 2 RMSNorms on the residual stream, q_norm, k_norm, rotary,
-SiLU-and-mul, plus the KV store and attention: 12 kernels. Folding q_norm, k_norm and rotary into one leaves
-10. The combined kernel must know, per token, its position (to pick the cos/sin row), both gains (q_norm's and
-k_norm's weights), epsilon, the head counts of q and k and their strides in the QKV output, and it must
-normalise a whole head before rotating it: the rotation mixes the two halves of a head, so the RMS of the full
-head has to be known first. One program per (token, head) that loads the head, normalises, rotates and
-stores does it.""",
 }

@@ -3,7 +3,7 @@
 __all__ = ['GraphPlan', 'pick_bucket', 'stage_tables', 'PagedDecode']
 
 
-# %% chapters/09_cuda_graphs.ipynb #c018
+# %% chapters/09_cuda_graphs.ipynb #c019
 import bisect
 from dataclasses import dataclass
 

@@ -30,7 +30,7 @@ def graph_buckets(limit: int, fine: bool = True) -> list:
     return grid + [limit]
 
 
-# %% chapters/09_cuda_graphs.ipynb #c016
+# %% chapters/09_cuda_graphs.ipynb #c017
 class StaticInputs:
     """Named device tensors that captured graphs read, all sections of ONE buffer, filled by ONE copy per step."""
 
@@ -77,14 +77,14 @@ def capture_graph(fn, pool, generator=None) -> "torch.cuda.CUDAGraph":
 
 
 def graph_sample(logits, temperature, greedy, generator):
-    """Per-row temperature sampling by the exponential race of chapter 07 (greedy rows: the argmax); capturable."""
+    """Per-row temperature sampling by the exponential race of chapter 06 (greedy rows: the argmax); capturable."""
     logits = logits.float()
     probs = (logits / temperature.unsqueeze(1)).softmax(dim=-1)
     noise = torch.empty_like(probs).exponential_(generator=generator).clamp_(min=1e-20)
     return torch.where(greedy != 0, logits.argmax(dim=-1), probs.div_(noise).argmax(dim=-1))
 
 
-# %% chapters/09_cuda_graphs.ipynb #c024
+# %% chapters/09_cuda_graphs.ipynb #c027
 class GraphRunner:
     """The Executor of a ModelRunner whose steps replay CUDA graphs: one per (attention variant, token bucket),
     then small head graphs (LM head + sampling) per row count. Off CUDA the same functions run uncaptured."""

@@ -1,0 +1,91 @@
+"""Checkers for chapter 10's exercises (kernel fusion)."""
+import collections
+import contextlib
+import types
+
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from nanoserve.kernels import fused
+from nanoserve.model.qwen3 import Qwen3ForCausalLM
+from nanoserve.model.tiny import tiny_qwen3_config
+
+__all__ = ["CHECKS"]
+
+
+class _Count(TorchDispatchMode):
+    """Count the torch operators that launch work (everything but views)."""
+
+    def __init__(self):
+        super().__init__()
+        self.n = 0
+
+    def __torch_dispatch__(self, func, arg_types, args=(), kwargs=None):
+        self.n += not func.is_view
+        return func(*args, **(kwargs or {}))
+
+
+def _fused_layer_count() -> int:
+    """Operators one decoder layer of a fused tiny bf16 model runs on this CPU (attention a stand-in)."""
+    config = tiny_qwen3_config()
+    model = Qwen3ForCausalLM(config).to(torch.bfloat16)
+    fused.fuse_model(model)
+    stand_in = types.SimpleNamespace(backend=types.SimpleNamespace(forward=lambda q, k, v, layer, batch: q))
+    hidden, residual = torch.randn(2, 3, config.hidden_size, dtype=torch.bfloat16).unbind(0)
+    positions = torch.arange(3)
+    with torch.no_grad(), _Count() as count:
+        model.model.layers[0](positions, hidden, residual, stand_in)
+    return count.n
+
+
+def check_fused_count(prediction) -> str:
+    """10.1 (predict, then measure): operators of a fused layer run on the CPU."""
+    got, measured = prediction(), _fused_layer_count()
+    if got != measured:
+        raise AssertionError(f"you predicted {got!r}, the counter measured {measured}: look at what a fused module's "
+                             "forward does when its input is not on CUDA")
+    return f"measured {measured}: on a CPU the fused modules are the torch layers"
+
+
+class _Recorder:
+    """Stands in for a compiled Triton kernel: records the grid and the compile-time arguments of each launch."""
+
+    def __init__(self):
+        self.launches = []
+
+    def __getitem__(self, grid):
+        return lambda *args, **meta: self.launches.append((grid, meta))
+
+
+@contextlib.contextmanager
+def _recording_rotary():
+    recorder, real = _Recorder(), fused._rotary_kernel
+    fused._rotary_kernel = lambda: recorder
+    try:
+        yield recorder
+    finally:
+        fused._rotary_kernel = real
+
+
+def _measured_rotary(tokens, q_heads, k_heads, head_dim) -> tuple:
+    """(programs, BLOCK_H, masked rows) of one real `rotary` call, its kernel replaced by a recorder."""
+    q, k = torch.randn(tokens, q_heads, head_dim), torch.randn(tokens, k_heads, head_dim)
+    table = torch.randn(64, head_dim)
+    with _recording_rotary() as recorder:
+        fused.rotary(torch.zeros(tokens, dtype=torch.int64), q, k, table, table)
+    (grid, meta), = recorder.launches
+    return grid[0], meta["BLOCK_H"], meta["BLOCK_H"] - q_heads - k_heads
+
+
+def check_rotary_launch(rotary_launch) -> str:
+    """10.2 (predict, then measure): the launch grid and tile of one rotary call."""
+    for case in [(7, 16, 8, 128), (1, 6, 2, 24), (37, 32, 4, 64), (3, 3, 3, 16), (5, 8, 8, 128)]:
+        want, got = _measured_rotary(*case), rotary_launch(*case)
+        if not isinstance(got, tuple) or tuple(got) != want:
+            raise AssertionError(f"rotary_launch{case} = {got!r}, measured (programs, BLOCK_H, masked rows) {want}: "
+                                 "read the grid and the BLOCK_H argument where `rotary` launches its kernel")
+    _, block_h, masked = _measured_rotary(1, 16, 8, 128)
+    return f"Qwen3-0.6B masks {masked} of {block_h} tile rows ({masked / block_h:.0%})"
+
+
+CHECKS = {"10.1": check_fused_count, "10.2": check_rotary_launch}
