@@ -1,12 +1,13 @@
-"""Checkers for chapter 11's exercises (async scheduling, mixed-step graphs)."""
-from course.solutions.ch11 import token_rows as _token_rows  # the references the reader's answers are compared with
-from course.solutions.ch11 import lanes_and_pieces as _lanes_and_pieces
+"""Checkers for chapter 11's exercises (the host one step ahead)."""
+import functools
+
+from course.solutions.ch11 import token_rows as _token_rows  # the reference the reader's answer is compared with
 
 __all__ = ["CHECKS"]
 
 
 def check_token_rows(token_rows) -> str:
-    """09.1: which rows of a step's flattened input ids read their id from the token table, and from which slot."""
+    """11.1: which rows of a step's flattened input ids read their id from the token table, and from which slot."""
     cases = [([1], [0], [True]), ([5, 1], [-1, 3], [True, True]), ([3, 1, 6], [2, 0, 4], [False, True, True]),
              ([4], [7], [True]), ([2, 2], [1, -1], [True, True])]
     for case in cases:
@@ -23,7 +24,7 @@ def _wasted(stop_steps, max_tokens):
 
 
 def check_wasted_lanes(wasted_lanes) -> str:
-    """09.2: one wasted lane per eos stop the host learns a step late (never for a max_tokens stop)."""
+    """11.2: one wasted lane per eos stop the host learns a step late (never for a max_tokens stop)."""
     cases = [([None], [5]), ([3], [5]), ([5], [5]), ([1, None, 4, 8], [8, 8, 8, 8]), ([2, 2, 2], [3, 2, 10])]
     for case in cases:
         want, got = _wasted(*case), wasted_lanes(*[list(x) for x in case])
@@ -34,34 +35,49 @@ def check_wasted_lanes(wasted_lanes) -> str:
     return "one lane per eos that arrives before max_tokens"
 
 
-def check_lanes_and_pieces(lanes_and_pieces) -> str:
-    """09.4: decode lanes and varlen pieces of a step, as plan_mixed_layout cuts it."""
-    cases = [([1], 128), ([300], 128), ([1, 1, 5], 128), ([128, 129, 1, 2], 128), ([236, 1, 5], 64), ([1000], 512)]
-    for case in cases:
-        want, got = _lanes_and_pieces(*case), lanes_and_pieces(list(case[0]), case[1])
-        if tuple(got) != want:
-            raise AssertionError(f"lanes_and_pieces{case} = {got!r}, expected {want}: a one-token chunk is a lane, "
-                                 "a longer chunk is cut into pieces of at most piece_len queries (the last one "
-                                 "may be shorter)")
-    return "the same counts plan_mixed_layout produces"
+@functools.lru_cache(maxsize=1)
+def _tiny_checkpoint() -> str:
+    """A tiny random checkpoint on disk, written once per process."""
+    import tempfile
+    from pathlib import Path
+
+    import transformers
+
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    transformers.utils.logging.disable_progress_bar()
+    return str(make_tiny_checkpoint(Path(tempfile.mkdtemp()) / "tiny", seed=3, tie_word_embeddings=False))
 
 
-def check_merge(merge) -> str:
-    """09.6: two partial attentions and their log-sum-exps merge into attention over all the keys."""
-    import torch
+def measured_calls(arrivals, max_tokens, async_scheduling) -> int:
+    """Run the tiny CPU engine: add request i after arrivals[i] calls of step(); count the calls until done."""
+    from nanoserve.engine.engine import LLMEngine
+    from nanoserve.sampling import SamplingParams
 
-    from nanoserve.attention.cascade import attend_with_lse
-
-    g = torch.Generator().manual_seed(6)
-    for split in (1, 7, 19):
-        q, k, v = (torch.randn(shape, generator=g) for shape in ((3, 4, 8), (20, 2, 8), (20, 2, 8)))
-        whole, _ = attend_with_lse(q, k, v)
-        got = merge(*attend_with_lse(q, k[:split], v[:split]), *attend_with_lse(q, k[split:], v[split:]))
-        if not torch.allclose(got, whole, atol=1e-5):
-            raise AssertionError(f"with the keys split at {split} the merge is off by {(got - whole).abs().max():.3g}: "
-                                 "weight each half by exp(its lse - the lse of both), where the lse of both is "
-                                 "log(exp(lse_a) + exp(lse_b))")
-    return "the same result as attending all the keys at once"
+    engine = LLMEngine.from_args(_tiny_checkpoint(), device="cpu", dtype="float32", skip_tokenizer_init=True,
+                                 block_size=4, num_kv_blocks=64, async_scheduling=async_scheduling)
+    calls = 0
+    while calls <= max(arrivals) or engine.has_unfinished_requests():
+        for i, (at, m) in enumerate(zip(arrivals, max_tokens)):
+            if at == calls:
+                engine.add_request(f"r{i}", [5 + i, 6, 7], SamplingParams(temperature=0, max_tokens=m, ignore_eos=True))
+        engine.step()
+        calls += 1
+    return calls
 
 
-CHECKS = {"11.1": check_token_rows, "11.2": check_wasted_lanes, "11.4": check_lanes_and_pieces, "11.6": check_merge}
+def check_predict_calls(predict_calls) -> str:
+    """11.4: the reader's predicted step() calls against the count the engine really takes, both loops."""
+    cases = [([0], [3]), ([0, 0], [1, 4]), ([0, 2], [5, 2]), ([0, 1, 4], [2, 6, 3])]
+    for arrivals, max_tokens in cases:
+        for overlap in (False, True):
+            got = predict_calls(list(arrivals), list(max_tokens), overlap)
+            want = measured_calls(arrivals, max_tokens, overlap)
+            if got != want:
+                raise AssertionError(f"predict_calls({arrivals}, {max_tokens}, async_scheduling={overlap}) = {got!r}, "
+                                     f"but the engine took a different number of calls: when does the call that "
+                                     "returns a request's last token happen, in each loop?")
+    return "your prediction matches the engine's count in both loops"
+
+
+CHECKS = {"11.1": check_token_rows, "11.2": check_wasted_lanes, "11.4": check_predict_calls}

@@ -3,7 +3,7 @@
 __all__ = ['InFlightStep', 'needs_host_tokens', 'without_finished', 'AsyncEngineCore']
 
 
-# %% chapters/11_async_scheduling.ipynb #c014
+# %% chapters/11_async_scheduling.ipynb #c015
 import time
 from dataclasses import dataclass
 
@@ -52,7 +52,7 @@ def without_finished(batch: ScheduledBatch) -> ScheduledBatch:
                           [batch.samples[i] for i in keep], batch.preempted)
 
 
-# %% chapters/11_async_scheduling.ipynb #c016
+# %% chapters/11_async_scheduling.ipynb #c017
 class AsyncEngineCore(EngineCore):
     """EngineCore with the host one step ahead: each `step()` launches step n+1, then finishes step n and
     returns step n's output (the first call returns an empty one)."""

@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# One H200 call for chapter 11's mixed-step graphs: the GPU tests, chapter 11's GPU cells recorded, the import
+# One H200 call for the mixed-step graphs: the GPU tests, the GPU cells of chapters 11-13 recorded, the import
 # profile, then nanoserve alone on every workload at the default max_num_seqs (256) and at 512 with a 16,384-token
 # budget (VARIANTS="" skips the benchmark; PROFILE=1 adds scripts/gpu/profile_steps.py). Carry .gpu/flash_attn-*.whl, .gpu/config.json and .gpu/wheels.
 #   OUT=/tmp/mixed_out bash scripts/gpu/mixed_check.sh
@@ -15,12 +15,13 @@ echo "import: $(sort -t'|' -k2 -n "$OUT/importtime.txt" | tail -4 | tr -s ' ' | 
 timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
 echo "gpu tests: $(tail -1 "$OUT/gpu_tests.log") after $(( $(date +%s) - START )) s"
 grep -E "^(FAILED|ERROR)|Error" "$OUT/gpu_tests.log" | head -12
-timeout 300 python3 scripts/gpu/run_gpu_cells.py chapters/11_async_scheduling.ipynb --out "$OUT" >"$OUT/cells.log" 2>&1
-echo "chapter 11 cells exit $? after $(( $(date +%s) - START )) s"
+timeout 300 python3 scripts/gpu/run_gpu_cells.py chapters/11_async_scheduling.ipynb chapters/12_mixed_step_graphs.ipynb \
+  chapters/13_cascade_attention.ipynb --out "$OUT" >"$OUT/cells.log" 2>&1
+echo "chapters 11-13 cells exit $? after $(( $(date +%s) - START )) s"
 grep -iE "Traceback|Error" "$OUT/cells.log" | head -8
 python3 - "$OUT" <<'PY'
 import json, sys, pathlib
-for f in pathlib.Path(sys.argv[1]).glob("09_*.json"):
+for f in pathlib.Path(sys.argv[1]).glob("12_*.json"):
     for name, cell in json.loads(f.read_text())["cells"].items():
         if name.startswith("mixed"):
             print(f"--- {name}")
