@@ -1,4 +1,5 @@
-"""Checkers for chapter 07's exercises (sampler, executor, engine core)."""
+"""Checkers for chapter 07's exercises (step inputs, executor, engine core)."""
+import random
 import tempfile
 
 import torch
@@ -6,33 +7,47 @@ import torch
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.core import EngineCore
 from nanoserve.engine.executor import Executor
-from nanoserve.engine.model_runner import ModelRunner
+from nanoserve.engine.model_runner import ModelRunner, build_step_inputs
 from nanoserve.engine.sequence import Sequence
 from nanoserve.model.loader import load_config
 from nanoserve.model.tiny import make_tiny_checkpoint
-from nanoserve.sampler import _filter_mask
 from nanoserve.sampling import SamplingParams
 
 __all__ = ["CHECKS"]
 
 
-def check_top_k_removed(top_k_removed) -> str:
-    """06.1: the top-k mask from torch.topk equals the sampler's sort-based one."""
-    logits = torch.randn(6, 40, generator=torch.Generator().manual_seed(0))  # continuous: no ties
-    for k in (1, 3, 40, 100):
-        want = _filter_mask(logits, torch.full((6,), min(k, 40)), torch.ones(6), torch.zeros(6), True, False)
-        try:
-            got = top_k_removed(logits, k)
-        except NotImplementedError:
-            raise
-        except RuntimeError as err:
-            raise AssertionError(f"hint: top_k_removed(logits, {k}) failed ({err}); a k beyond the "
-                                 "vocabulary keeps every token") from None
-        assert isinstance(got, torch.Tensor) and got.dtype == torch.bool and got.shape == logits.shape, (
-            "hint: return a bool tensor shaped like the logits, True where a token is removed")
-        assert torch.equal(got, want), (f"hint: with k={k} your mask removes {int(got.sum())} tokens, "
-                                        f"the sampler's removes {int(want.sum())}: keep exactly the k largest")
-    return "top-k needs the k-th largest value per row, not a full sort"
+def _random_step(rng: random.Random, block_size: int) -> tuple:
+    """(token_chunks, starts, block_tables) of a batch of decodes and prompt chunks starting anywhere."""
+    chunks, starts, tables = [], [], []
+    for _ in range(rng.randint(1, 6)):
+        start = rng.randint(0, 30)
+        n = 1 if rng.random() < 0.5 else rng.randint(2, 20)
+        chunks.append([rng.randrange(1000) for _ in range(n)])
+        starts.append(start)
+        tables.append(rng.sample(range(500), -(-(start + n) // block_size)))
+    return chunks, starts, tables
+
+
+def check_flat_step_layout(flat_step_layout) -> str:
+    """07.1: flat input ids, positions and slots equal build_step_inputs' on random mixed batches."""
+    rng, batches = random.Random(0), 0
+    for block_size in (1, 4, 16):
+        for _ in range(20):
+            chunks, starts, tables = _random_step(rng, block_size)
+            want = build_step_inputs(chunks, starts, tables, [True] * len(chunks), block_size)
+            got = flat_step_layout(chunks, starts, tables, block_size)
+            assert isinstance(got, (tuple, list)) and len(got) == 3, (
+                "hint: return three flat sequences: (input_ids, positions, slot_mapping)")
+            ids, positions, slots = (torch.as_tensor(x, dtype=torch.int64).reshape(-1).tolist() for x in got)
+            assert ids == want.input_ids.tolist(), "hint: input_ids are every sequence's new tokens, back to back"
+            assert positions == want.positions.tolist(), (
+                "hint: sequence b's new tokens sit at positions starts[b], starts[b] + 1, ... (its cached "
+                "tokens come first)")
+            assert slots == want.slot_mapping.tolist(), (
+                f"hint: at block_size={block_size}, the token at position p goes to slot "
+                "block_table[p // block_size] * block_size + p % block_size")
+            batches += 1
+    return f"{batches} random batches laid out exactly as build_step_inputs does"
 
 
 _CHECKPOINT = {}  # one tiny checkpoint per process, made on first use
@@ -62,7 +77,7 @@ def _run(core) -> tuple:
 
 
 def check_logging_executor(logging_executor) -> str:
-    """06.2: a wrapper executor that records each step's batch size and changes nothing else."""
+    """07.2: a wrapper executor that records each step's batch size and changes nothing else."""
     made = []
 
     def factory(runner):
@@ -82,4 +97,4 @@ def check_logging_executor(logging_executor) -> str:
     return f"batch sizes per step: {sizes}"
 
 
-CHECKS = {"07.1": check_top_k_removed, "07.2": check_logging_executor}
+CHECKS = {"07.1": check_flat_step_layout, "07.2": check_logging_executor}

@@ -1,20 +1,21 @@
 """Solutions to chapter 07's exercises, typical mistakes the checkers reject, and written answers."""
-import torch
-
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
 
-def top_k_removed(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """True where a token is outside its row's k largest logits (no full sort)."""
-    k = min(k, logits.shape[-1])
-    kth = logits.topk(k, dim=-1).values[:, -1:]
-    return logits < kth
+def flat_step_layout(token_chunks: list, starts: list, block_tables: list, block_size: int) -> tuple:
+    """(input_ids, positions, slot_mapping) of one step, by the formulas, one token at a time."""
+    ids, positions, slots = [], [], []
+    for chunk, start, table in zip(token_chunks, starts, block_tables):
+        ids.extend(chunk)
+        for p in range(start, start + len(chunk)):
+            positions.append(p)
+            slots.append(table[p // block_size] * block_size + p % block_size)
+    return ids, positions, slots
 
 
-def top_k_removed_wrong(logits: torch.Tensor, k: int) -> torch.Tensor:
-    """Off by one: `<=` also removes the k-th token itself."""
-    k = min(k, logits.shape[-1])
-    return logits <= logits.topk(k, dim=-1).values[:, -1:]
+def flat_step_layout_wrong(token_chunks: list, starts: list, block_tables: list, block_size: int) -> tuple:
+    """Forgets the cached tokens: every chunk's positions start at 0."""
+    return flat_step_layout(token_chunks, [0] * len(starts), block_tables, block_size)
 
 
 class LoggingExecutor:
@@ -50,32 +51,15 @@ class LoggingExecutorWrong(LoggingExecutor):
         return self.runner.execute(batch, sampling)
 
 
-SOLUTIONS = {"07.1": top_k_removed, "07.2": LoggingExecutor}
-WRONG = {"07.1": top_k_removed_wrong, "07.2": LoggingExecutorWrong}
+SOLUTIONS = {"07.1": flat_step_layout, "07.2": LoggingExecutor}
+WRONG = {"07.1": flat_step_layout_wrong, "07.2": LoggingExecutorWrong}
 
 EXPLANATIONS = {
     "07.3": (
-        "Keep a float table counts[max_num_seqs, V] on the device and give each sequence a row when it\n"
-        "is admitted (zeroed). After each step, one `counts.index_put_((rows, tokens), ones,\n"
-        "accumulate=True)` adds the sampled tokens; the penalties then read `counts[rows]` directly\n"
-        "instead of rebuilding it from Python lists. Rebuilding costs O(output length) host work and a\n"
-        "host-to-device copy per penalised row per step, so at batch 64 with 2,000-token outputs it\n"
-        "grows with every token; the table costs V floats per running sequence (600 KiB at V=151,936)\n"
-        "and one small scatter per step, whatever the length. Free or zero the row when the sequence\n"
-        "finishes or is preempted (a recompute re-adds its tokens)."),
-    "07.4": (
-        "Give every request a seed when it arrives: derive_seed(engine_seed, hash(request_id)), then\n"
-        "treat it like a user seed (its own torch.Generator). Its tokens then depend only on its own\n"
-        "logits and stream, not on its batch mates. The cost: every row becomes a seeded row, so the\n"
-        "sampler redraws each row's noise from its own generator (one small kernel per row instead of\n"
-        "one batched draw), and no row is 'plain' any more, so a runner's fast path (sampling inside\n"
-        "a CUDA graph, chapter 09) would have to take per-row generator states as inputs."),
-    "07.5": (
-        "Move `IncrementalDetokenizer.add` out of the step: the output processor puts (request id, new\n"
-        "token ids) on a queue and a thread decodes and finds stop strings. Two things must stay\n"
-        "ordered: a stop string found by the thread must still reach `core.finish` before the\n"
-        "sequence's next token is wasted (at most one extra step if the thread lags), and deltas must\n"
-        "be emitted in order. On a streaming run of 256 requests the step loses the per-token decode\n"
-        "time (a few microseconds per token with DecodeStream), which matters only when the GPU step\n"
-        "is short; measure both wall time and time between tokens."),
+        "The scheduler runs the 30 decodes first, so each step leaves 542 - 30 = 512 tokens of budget for\n"
+        "the prompt: its prefill takes 4 steps (512, 512, 512, then 464 tokens). The first three chunks\n"
+        "do not reach the end of the prompt, so they sample nothing: those steps compute 30 rows of\n"
+        "logits, the decodes'. The last chunk reaches the end and samples, so that step computes 31.\n"
+        "Logits for every token instead would be 542 rows x 151,936 x 4 bytes, about 0.33 GB of float32\n"
+        "per step, against about 18 MB for 30 rows."),
 }

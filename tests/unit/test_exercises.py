@@ -99,6 +99,12 @@ def _stub_scheduler():
     return MyScheduler
 
 
+def _stub_step_layout():
+    def flat_step_layout(token_chunks, starts, block_tables, block_size):
+        raise NotImplementedError
+    return flat_step_layout
+
+
 def _stub_decode_staging():
     from nanoserve.attention.paged_decode import PagedDecode
 
@@ -110,7 +116,8 @@ def _stub_decode_staging():
 
 @pytest.mark.parametrize("exercise_id, stub", [("03.6", _stub_block_manager), ("04.7", _stub_prefix_match),
                                                ("05.6", _stub_scheduler),
-                                               ("09.6", _stub_decode_staging)])
+                                               ("09.6", _stub_decode_staging),
+                                               ("07.1", _stub_step_layout)])
 def test_build_it_yourself_checkers_pass_the_solution_and_not_the_stub(exercise_id, stub, capsys):
     check_exercise(exercise_id, SOLUTIONS[exercise_id])
     assert "passed" in capsys.readouterr().out
