@@ -10,10 +10,10 @@ from nanoserve.engine.model_runner import ModelRunner
 
 
 def build_runner(config, model_config, device=None, layers=None, token_table: bool = True) -> ModelRunner:
-    """A ModelRunner, with chapter 09's fused Triton kernels swapped in when asked for and CUDA can run them."""
+    """A ModelRunner, with chapter 10's fused Triton kernels swapped in when asked for and CUDA can run them."""
     runner = ModelRunner(config, model_config, device=device, layers=layers, token_table=token_table)
     if runner.device.type == "cuda" and config.fused_kernels:
-        from nanoserve.kernels.fused import fuse_model, fused_kernels_available  # chapter 09
+        from nanoserve.kernels.fused import fuse_model, fused_kernels_available  # chapter 10
 
         if fused_kernels_available():
             fuse_model(runner.model)
@@ -22,8 +22,8 @@ def build_runner(config, model_config, device=None, layers=None, token_table: bo
 
 def graph_variants(config, backend) -> list:
     """The attention variants a GraphRunner captures, in the order it tries them on a step."""
-    from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 11
-    from nanoserve.attention.mixed_step import MixedStep  # chapter 11
+    from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 13
+    from nanoserve.attention.mixed_step import MixedStep  # chapter 12
     from nanoserve.attention.paged_decode import PagedDecode  # chapter 09
     from nanoserve.engine.graph_runner import graph_buckets  # chapter 09
 
