@@ -3,7 +3,7 @@
 __all__ = ['EngineCoreOutput', 'count_decode_tokens', 'tokens_per_sequence', 'SamplingState', 'EngineCore']
 
 
-# %% chapters/07_engine.ipynb #c030
+# %% chapters/07_engine.ipynb #c032
 import time
 from dataclasses import dataclass, field
 
@@ -43,7 +43,7 @@ def tokens_per_sequence(batch: ScheduledBatch, tokens: list) -> list:
     return [next(it) if samples else None for samples in batch.samples]
 
 
-# %% chapters/07_engine.ipynb #c032
+# %% chapters/07_engine.ipynb #c034
 class SamplingState:
     """Per-sequence sampling state kept across steps; builds each step's SamplingBatch."""
 
@@ -112,7 +112,7 @@ class SamplingState:
         return owners
 
 
-# %% chapters/07_engine.ipynb #c034
+# %% chapters/07_engine.ipynb #c036
 class EngineCore:
     """Scheduler + executor: schedule -> execute -> update, one step at a time."""
 
