@@ -60,7 +60,7 @@ def _rms_norm_kernel():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    @triton.jit(do_not_specialize=["n_rows"])  # one compiled kernel whatever the step's row count
     def rms_norm_kernel(x_ptr, res_ptr, w_ptr, out_ptr, res_out_ptr, n_rows, heads, stride_t, stride_h, eps,
                         N: tl.constexpr, BLOCK: tl.constexpr, ROWS: tl.constexpr, HAS_RESIDUAL: tl.constexpr):
         rows = tl.program_id(0) * ROWS + tl.arange(0, ROWS)[:, None]  # [ROWS, 1]
@@ -104,7 +104,7 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float, residual: torch.
     new_residual = None if residual is None else torch.empty(x.shape, dtype=x.dtype, device=x.device)
     rows, heads, stride_t, stride_h = _row_view(x)
     n_rows, block = out.numel() // n, _next_pow2(n)
-    tile_rows = max(1, min(RMS_TILE // block, _next_pow2(max(n_rows, 1))))  # many short rows per program
+    tile_rows = max(1, RMS_TILE // block)  # fixed per width: a row-count-dependent tile is another compile
     if out.numel():
         _rms_norm_kernel()[(-(-n_rows // tile_rows),)](
             rows, rows if residual is None else residual.contiguous(), weight, out,

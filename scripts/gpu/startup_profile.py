@@ -1,0 +1,114 @@
+"""Where nanoserve's start-up goes: phase times of one `LLM(...)` in a fresh process, written as JSON.
+
+Run ON THE GPU MACHINE with the tree under test first on PYTHONPATH (this script imports whichever nanoserve
+that finds, so one copy of it profiles an older tree too). TRITON_CACHE_DIR decides cold (an empty folder) or
+warm (the folder of an earlier run); NANOBENCH_LAUNCHED_AT (unix time set just before python started) adds the
+interpreter's own start.
+  NANOBENCH_LAUNCHED_AT=$(date +%s.%N) TRITON_CACHE_DIR=/tmp/tc PYTHONPATH=/tmp/site:$TREE \
+    python3 scripts/gpu/startup_profile.py --model /tmp/qwen3-0.6b --out /tmp/startup.json
+"""
+import argparse
+import functools
+import importlib
+import json
+import os
+import time
+
+START = time.time()
+LAUNCHED = float(os.environ.get("NANOBENCH_LAUNCHED_AT") or START)
+
+# (module, attribute, label): functions and methods whose time is summed (nested ones overlap their callers)
+PHASES = [("nanoserve.engine.model_runner", "ModelRunner.__init__", "model runner (weights, rotary tables)"),
+          ("nanoserve.kernels.fused", "fuse_model", "fuse_model (swap in Triton layers)"),
+          ("nanoserve.engine.graph_runner", "GraphRunner.profile_num_kv_blocks", "profile run, via the graph runner"),
+          ("nanoserve.engine.model_runner", "ModelRunner.profile_num_kv_blocks", "profile run (KV sizing)"),
+          ("nanoserve.engine.model_runner", "ModelRunner.init_kv_cache", "KV cache allocation"),
+          ("nanoserve.engine.graph_runner", "GraphRunner._capture", "graph capture (all)"),
+          ("nanoserve.engine.graph_runner", "capture_graph", "capture_graph calls"),
+          ("nanoserve.tokenizer", "load_tokenizer", "tokenizer"),
+          ("nanoserve.llm", "LLM.__init__", "LLM() in all")]
+
+
+def patch(times: dict, module_name: str, dotted: str, label: str) -> bool:
+    """Wrap module.dotted so that its wall time (after a CUDA sync) and calls add up under `label`."""
+    import torch
+
+    try:
+        owner = importlib.import_module(module_name)
+    except ImportError:
+        return False
+    *path, name = dotted.split(".")
+    for part in path:
+        owner = getattr(owner, part, None)
+    fn = getattr(owner, name, None) if owner is not None else None
+    if fn is None:
+        return False
+
+    @functools.wraps(fn)
+    def timed(*args, **kwargs):
+        start = time.perf_counter()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            if torch.cuda.is_available():
+                torch.cuda.synchronize()
+            entry = times.setdefault(label, {"s": 0.0, "calls": 0})
+            entry["s"] += time.perf_counter() - start
+            entry["calls"] += 1
+
+    setattr(owner, name, timed)
+    return True
+
+
+def cache_entries(path) -> int | None:
+    """Compiled kernels in a Triton cache folder (one sub-folder each), None when unknown."""
+    return len(os.listdir(path)) if path and os.path.isdir(path) else None
+
+
+def main() -> None:
+    """Build one LLM, print and save its phase table."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--model", required=True)
+    parser.add_argument("--out", required=True)
+    parser.add_argument("--label", default="")
+    args = parser.parse_args()
+    triton_dir = os.environ.get("TRITON_CACHE_DIR")
+    before = cache_entries(triton_dir)
+    t = time.time()
+    import torch
+
+    torch_s = time.time() - t
+    t = time.time()
+    import nanoserve
+    from nanoserve import LLM, SamplingParams
+
+    import_s = time.time() - t
+    times = {}
+    patched = [label for module, dotted, label in PHASES if patch(times, module, dotted, label)]
+    t = time.time()
+    llm = LLM(args.model, gpu_memory_utilization=0.9)
+    constructor_s = time.time() - t
+    ready_s = time.time() - LAUNCHED
+    llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=2), use_tqdm=False)
+    first_s = time.time() - LAUNCHED
+    graphs = getattr(getattr(llm.llm_engine, "core", None), "executor", None)
+    result = {"label": args.label, "nanoserve_file": nanoserve.__file__, "torch": torch.__version__,
+              "triton_cache": "warm" if before else "cold", "triton_kernels_before": before,
+              "triton_kernels_after": cache_entries(triton_dir),
+              "interpreter_and_script_s": START - LAUNCHED, "import_torch_s": torch_s, "import_nanoserve_s": import_s,
+              "constructor_s": constructor_s, "process_ready_s": ready_s, "process_first_tokens_s": first_s,
+              "forward_graphs": len(getattr(graphs, "graphs", {}) or {}),
+              "head_graphs": len(getattr(graphs, "head_graphs", {}) or {}),
+              "phases": times, "patched": patched,
+              "note": "phase times are summed wall times after a CUDA sync; nested phases overlap their callers"}
+    with open(args.out, "w") as f:
+        json.dump(result, f, indent=1)
+    print(f"[startup] {args.label} triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
+          f"{constructor_s:.1f} s, torch import {torch_s:.1f} s), {result['forward_graphs']} forward + "
+          f"{result['head_graphs']} head graphs, Triton kernels {before} -> {result['triton_kernels_after']}")
+    for label, entry in sorted(times.items(), key=lambda kv: -kv[1]["s"]):
+        print(f"[startup]   {label:40s} {entry['s']:7.2f} s  ({entry['calls']} calls)")
+
+
+if __name__ == "__main__":
+    main()
