@@ -11,7 +11,8 @@
 # 3. bundles every per-run JSON into $OUT/results.json (split it at home with
 #    `python -m nanobench unpack results.json`), keeps the log in $OUT/bench.log and prints a table.
 # Budget: about 9 minutes in all; each engine process is stopped after its timeout (results of the
-# workloads it finished are kept). Environment knobs below; extra engine flags via NANOSERVE_ARGS / VLLM_ARGS.
+# workloads it finished are kept). Environment knobs below; extra engine flags via NANOSERVE_ARGS / VLLM_ARGS /
+# NANO_VLLM_ARGS.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
@@ -27,6 +28,7 @@ NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-270}
 VLLM_TIMEOUT=${VLLM_TIMEOUT:-210}
 NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-150}
 NANO_VLLM_PATH=${NANO_VLLM_PATH:-.gpu/nano-vllm}
+NANO_VLLM_ARGS=${NANO_VLLM_ARGS:-}
 TRANSFORMERS_TIMEOUT=${TRANSFORMERS_TIMEOUT:-150}
 TRANSFORMERS_ARGS=${TRANSFORMERS_ARGS:---num-requests 32 --batch-size 32 --output-len 100,256 --runs 1 --latency-batches 1,8 --latency-reps 1}
 NANOSERVE_ARGS=${NANOSERVE_ARGS:-}
@@ -85,7 +87,7 @@ for ENGINE in $ENGINES; do
       if [ ! -f "$NANO_VLLM_PATH/nanovllm/__init__.py" ]; then say "no nano-vllm checkout in $NANO_VLLM_PATH: skipped"; continue; fi
       say "nano-vllm: start (timeout ${NANO_VLLM_TIMEOUT}s, commit $(cat "$NANO_VLLM_PATH/COMMIT" 2>/dev/null))"
       PYTHONPATH="$FLASH_SITE:$PYTHONPATH" timeout -k 10 "$NANO_VLLM_TIMEOUT" \
-        python3 -m nanobench --engine nano-vllm --nano-vllm-path "$NANO_VLLM_PATH" "${COMMON[@]}" >>"$LOG" 2>&1
+        python3 -m nanobench --engine nano-vllm --nano-vllm-path "$NANO_VLLM_PATH" "${COMMON[@]}" $NANO_VLLM_ARGS >>"$LOG" 2>&1
       ;;
     transformers)
       say "transformers: start (timeout ${TRANSFORMERS_TIMEOUT}s; $TRANSFORMERS_ARGS)"
@@ -101,7 +103,7 @@ for ENGINE in $ENGINES; do
 done
 
 # what vLLM says it ran (attention backend, compilation, CUDA graphs, KV cache size), for the audit in chapter 15
-grep -hE "attention backend|Using [A-Za-z_]+ backend|torch.compile|compil|CUDA graph|KV cache size|Maximum concurrency|max_num_seqs|max_num_batched_tokens|chunked prefill" "$LOG" \
+grep -hE "attention backend|FlashAttention version|Graph capturing finished|Model loading took|torch.compile|compil|KV cache size|Maximum concurrency|max_num_seqs|max_num_batched_tokens|chunked prefill" "$LOG" \
   | grep -E '\[[a-z_0-9]+\.py:[0-9]+\]' | sort -u | head -60 > "$OUT/vllm_said.txt" 2>/dev/null || true
 n=$(ls "$RUNDIR"/*.json 2>/dev/null | wc -l)
 if [ "$n" -gt 0 ]; then
