@@ -4,8 +4,10 @@ __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
 # %% chapters/A5_engine_front_end.ipynb #c045
+from concurrent.futures import ThreadPoolExecutor
+
 from nanoserve.engine.config import EngineConfig, check_kv_cache_fits
-from nanoserve.engine.input_processor import InputProcessor, Request, load_engine_tokenizer
+from nanoserve.engine.input_processor import InputProcessor, Request, engine_tokenizer_source, load_engine_tokenizer
 from nanoserve.engine.output_processor import OutputProcessor
 from nanoserve.engine.selector import attention_backends, make_engine_core
 from nanoserve.model.loader import load_config
@@ -39,9 +41,16 @@ class LLMEngine:
         self.model_path = config.model_path()
         self.model_config = load_config(self.model_path)  # parsed once; every part gets this object
         self.config = config = config.resolve(self.model_config, attention_backends())
-        self.tokenizer = load_engine_tokenizer(config, self.model_path)
+        source = engine_tokenizer_source(config, self.model_path)  # a missing or damaged file fails here, fast
         check_kv_cache_fits(config, self.model_config)  # before loading weights: a hopeless size fails fast
-        self.core = make_engine_core(config, self.model_config)
+        with ThreadPoolExecutor(1) as pool:  # the tokenizer (mostly transformers' import) loads while the core builds
+            tokenizer = pool.submit(load_engine_tokenizer, source)
+            self.core = make_engine_core(config, self.model_config)
+        try:
+            self.tokenizer = tokenizer.result()
+        except BaseException:
+            self.core.shutdown()
+            raise
         self.output_processor = OutputProcessor(self.tokenizer)
         self.input_processor = InputProcessor(config, self.model_config, self.tokenizer, self.model_path,
                                               self.core.num_kv_blocks, self.output_processor.requests)
