@@ -1,2 +1,2 @@
 """The benchmark harness, `python -m nanobench`: workloads, floor and results (chapter 15), the
-command line, engine adapters and provenance (appendix A4), the online client (chapter 16)."""
+command line, engine adapters and provenance (appendix A4), the online client (appendix A6)."""

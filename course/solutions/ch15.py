@@ -62,7 +62,7 @@ EXPLANATIONS = {
              "fixed per-step overhead (launches, host bookkeeping, synchronisation), and it dominates decode steps "
              "of small batches, while prefill steps sit on the slope (compute per token)."),
     "15.5": ("Run the same command twice, once with --enforce-eager, and compare startup.startup_s. For nanoserve "
-             "the difference is the CUDA-graph capture (the decode, cascade and mixed-step graphs of chapters 09 and 11): "
+             "the difference is the CUDA-graph capture (the decode, mixed-step and cascade graphs of chapters 09, 12 and 13): "
              "typically most of its few seconds of start-up. For vLLM, eager mode skips both torch.compile and "
              "graph capture: the chapter's vLLM started in 40-90 s with graphs and the GPU kit notes about 9 s "
              "with enforce_eager, so compilation and capture are around 80-90% of its start-up (less with a warm "

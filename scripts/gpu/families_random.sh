@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The `random` workload (chapter 14) on each supported family at its smallest real shape, one H200, nanoserve
+# The `random` workload (chapter 15) on each supported family at its smallest real shape, one H200, nanoserve
 # alone, one process per family: random weights, exact shapes from scripts/gpu/families_check.py.
 #   bash scripts/gpu/families_random.sh     (carry the flash-attn wheel)
 set -uo pipefail

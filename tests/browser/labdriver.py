@@ -48,7 +48,7 @@ def chapters_source():
     return Path(os.environ.get("BROWSER_TEST_CHAPTERS") or REPO / "chapters")
 
 
-# what the chapters read beside chapters/: ../benchmarks/results (08, 10), ../scripts (09), and chapter 14
+# what the chapters read beside chapters/: ../benchmarks/results (08-10, 12, 17), ../scripts (09), and chapter 14
 # finds the repository root by its pyproject.toml
 BESIDE_CHAPTERS = ("benchmarks", "scripts", "pyproject.toml")
 

@@ -53,7 +53,7 @@ def reference(model):
 
 @pytest.fixture(autouse=True, params=[False, ASYNC], ids=["sync", "async"])
 def loop(request, monkeypatch):
-    """Every test runs with the step-at-a-time loop and with the one-step-ahead loop (chapter 09)."""
+    """Every test runs with the step-at-a-time loop and with the one-step-ahead loop (chapter 11)."""
     monkeypatch.setitem(LOOP, "async_scheduling", request.param)
     return request.param
 

@@ -23,7 +23,7 @@ def checkpoint(tmp_path_factory):
 
 @pytest.fixture(scope="module", params=[False, ASYNC], ids=["sync", "async"])
 def llm(checkpoint, request):
-    """The step-at-a-time loop and the one-step-ahead loop (chapter 09) must stop in the same places."""
+    """The step-at-a-time loop and the one-step-ahead loop (chapter 11) must stop in the same places."""
     return LLM(checkpoint, block_size=4, num_kv_blocks=64, seed=0, async_scheduling=request.param)
 
 

@@ -1,4 +1,4 @@
-"""Cascade attention (chapter 11): shared-prefix detection, its plan and staging, and the merge equal plain attention."""
+"""Cascade attention (chapter 13): shared-prefix detection, its plan and staging, and the merge equal plain attention."""
 import numpy as np
 import pytest
 import torch

@@ -1,4 +1,4 @@
-"""The GraphRunner's CPU side (chapters 09-11): bucket grid, one-copy staging, each variant's plan and metadata."""
+"""The GraphRunner's CPU side (chapters 09, 12 and 13): bucket grid, one-copy staging, each variant's plan and metadata."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -96,7 +96,7 @@ def test_decode_staging_pads_lanes_and_common_rows():
 
 
 def test_graph_sampler_math_equals_eager_sampler():
-    """The captured sampling step draws the same tokens as chapter 07's Sampler from the same generator state."""
+    """The captured sampling step draws the same tokens as chapter 06's Sampler from the same generator state."""
     from nanoserve.sampler import Sampler
     from nanoserve.sampling import SamplingParams
 
