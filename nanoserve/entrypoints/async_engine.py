@@ -196,7 +196,7 @@ class AsyncEngine(_EngineWorker):
         from nanoserve.entrypoints.render import Tokenizing
 
         self.engine = engine
-        self.router = OutputRouter(engine)  # chapter 07: each request's outputs reach its own mailbox
+        self.router = OutputRouter(engine)  # appendix A5: each request's outputs reach its own mailbox
         self.metrics = metrics or ServerMetrics()
         self._wake = threading.Condition()  # guards the inbox; the worker sleeps on it when idle
         self._inbox: list = []  # (group, prompts, params, future): validated and queued by the worker
