@@ -33,7 +33,7 @@ COMMITTED_RESULTS_DIR = "benchmarks/results"  # the measurements the chapters an
 PRESETS = {"cpu-smoke": cpu_smoke_argv}  # name -> the flags it stands for
 NAMED_CONFIGS = {"qwen3-0.6b": "QWEN3_0_6B_CONFIG"}  # build-model --config NAME: a config kept in nanoserve.model.tiny
 SUBCOMMANDS = {  # name -> what it does; each has its own -h
-    "serve": "benchmark a running OpenAI-compatible server, as vllm bench serve does (chapter 16)",
+    "serve": "benchmark a running OpenAI-compatible server, as vllm bench serve does (appendix A6)",
     "report": f"markdown tables of results (default: {DEFAULT_RESULTS_DIR}/ and {COMMITTED_RESULTS_DIR}/)",
     "summary": "one line per result file",
     "bundle": "pack result files into one JSON (what a GPU machine returns)",
@@ -330,7 +330,7 @@ def main(argv=None) -> int:
     """Entry point of `python -m nanobench`."""
     argv = list(sys.argv[1:] if argv is None else argv)
     command = argv[0] if argv else ""
-    if command == "serve":  # chapter 16: the online benchmark of a running OpenAI-compatible server
+    if command == "serve":  # appendix A6: the online benchmark of a running OpenAI-compatible server
         from nanobench.serve import main as serve_main
 
         return serve_main(argv[1:])
