@@ -10,25 +10,14 @@ import functools
 import math
 from dataclasses import dataclass
 
+from nanoserve.checks import check_bool, check_int, is_int, is_number
+
 GREEDY_TEMPERATURE = 1e-5  # below this, dividing by the temperature overflows: treat as greedy
 
 
-def _is_int(x) -> bool:
-    """True for a real int (bool excluded: True is not a token count)."""
-    return isinstance(x, int) and not isinstance(x, bool)
-
-
 def _is_number(x) -> bool:
-    """True for an int or float that is not a bool or NaN."""
-    return (isinstance(x, (int, float)) and not isinstance(x, bool)) and not (isinstance(x, float) and math.isnan(x))
-
-
-def _check_int(name: str, value, low: int) -> None:
-    """Raise unless `value` is an int >= `low`."""
-    if not _is_int(value):
-        raise TypeError(f"{name} must be an int, got {value!r} ({type(value).__name__})")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
+    """An int or float that is not a bool (chapter 03's `is_number`) and not NaN."""
+    return is_number(x) and not (isinstance(x, float) and math.isnan(x))
 
 
 def _check_number(name: str, value) -> float:
@@ -64,7 +53,7 @@ def _check_token_id_list(ids, name: str = "stop_token_ids") -> list:
     if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
         raise TypeError(f"{name} must be a list of ints, got {ids!r}")
     for t in ids:
-        if not _is_int(t):
+        if not is_int(t):
             raise TypeError(f"{name} must hold ints, got {t!r} ({type(t).__name__})")
         if t < 0:
             raise ValueError(f"{name} must be non-negative, got {t}")
@@ -74,30 +63,28 @@ def _check_token_id_list(ids, name: str = "stop_token_ids") -> list:
 # %% chapters/06_sampling.ipynb #c007
 def _check_sampling_params(params) -> None:
     """Type and range checks of the sampling fields; normalises numbers to floats and lists to lists."""
-    _check_int("n", params.n, 1)
+    check_int("n", params.n, 1)
     params.temperature = _check_number("temperature", params.temperature)
     if not 0.0 <= params.temperature < math.inf:
         raise ValueError(f"temperature must be >= 0 and finite (0 = greedy), got {params.temperature}")
     params.top_p = _check_number("top_p", params.top_p)
     if not 0.0 < params.top_p <= 1.0:
         raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-    _check_int("top_k", params.top_k, -1)
+    check_int("top_k", params.top_k, -1)
     params.min_p = _check_number("min_p", params.min_p)
     if not 0.0 <= params.min_p <= 1.0:
         raise ValueError(f"min_p must be in [0, 1], got {params.min_p}")
-    if params.seed is not None and not _is_int(params.seed):
-        raise TypeError(f"seed must be an int or None, got {params.seed!r} ({type(params.seed).__name__})")
+    check_int("seed", params.seed, optional=True)
     if params.seed is not None and not -(1 << 63) <= params.seed < (1 << 64):
         raise ValueError(f"seed must fit in 64 bits, got {params.seed}")
     if params.max_tokens is not None:  # None: up to max_model_len, as in vLLM
-        _check_int("max_tokens", params.max_tokens, 1)
-    _check_int("min_tokens", params.min_tokens, 0)
+        check_int("max_tokens", params.max_tokens, 1)
+    check_int("min_tokens", params.min_tokens, 0)
     if params.max_tokens is not None and params.min_tokens > params.max_tokens:
         raise ValueError(f"min_tokens ({params.min_tokens}) must not exceed max_tokens ({params.max_tokens})")
     params.stop = _check_stop(params.stop)
     params.stop_token_ids = _check_token_id_list(params.stop_token_ids)
-    if not isinstance(params.ignore_eos, bool):
-        raise TypeError(f"ignore_eos must be a bool, got {params.ignore_eos!r}")
+    check_bool("ignore_eos", params.ignore_eos)
     params.repetition_penalty = _check_number("repetition_penalty", params.repetition_penalty)
     if not MIN_REPETITION_PENALTY <= params.repetition_penalty <= MAX_REPETITION_PENALTY:
         raise ValueError(f"repetition_penalty must be in [{MIN_REPETITION_PENALTY:g}, "
@@ -108,17 +95,16 @@ def _check_sampling_params(params) -> None:
             raise ValueError(f"{name} must be in [-2, 2], got {value}")
         setattr(params, name, value)
     if params.logprobs is not None:  # the upper bound is the engine's max_logprobs (default 20), at its door
-        _check_int("logprobs", params.logprobs, -1)  # -1: the whole vocabulary, as in vLLM
+        check_int("logprobs", params.logprobs, -1)  # -1: the whole vocabulary, as in vLLM
     _check_outputs_and_processors(params)
 
 
 def _check_outputs_and_processors(params) -> None:
     """The output and logit-processor fields (prompt logprobs, output text, logit processors)."""
     if params.prompt_logprobs is not None:
-        _check_int("prompt_logprobs", params.prompt_logprobs, -1)
+        check_int("prompt_logprobs", params.prompt_logprobs, -1)
     for name in ("include_stop_str_in_output", "skip_special_tokens", "detokenize"):
-        if not isinstance(getattr(params, name), bool):
-            raise TypeError(f"{name} must be a bool, got {getattr(params, name)!r}")
+        check_bool(name, getattr(params, name))
     if params.logit_bias is not None:
         if not isinstance(params.logit_bias, dict):
             raise TypeError(f"logit_bias must be a dict {{token_id: bias}}, got {params.logit_bias!r}")
@@ -126,7 +112,7 @@ def _check_outputs_and_processors(params) -> None:
         for t, b in params.logit_bias.items():
             if isinstance(t, str) and t.lstrip("-").isdigit():
                 t = int(t)  # JSON object keys are strings (OpenAI's logit_bias)
-            if not _is_int(t) or t < 0:
+            if not is_int(t) or t < 0:
                 raise TypeError(f"logit_bias keys must be non-negative token ids, got {t!r}")
             bias[t] = min(max(_check_number(f"logit_bias[{t}]", b), -100.0), 100.0)
         params.logit_bias = bias

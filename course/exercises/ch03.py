@@ -62,7 +62,8 @@ def check_copy_on_write(copy_on_write) -> str:
 
 def check_decode_attention_online(decode_attention_online) -> str:
     """03.4: online-softmax decode equals the vectorised reference."""
-    from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch
+    from course.paged_batch import build_attention_batch
+    from nanoserve.attention.batch import allocate_kv_cache
     from nanoserve.attention.torch_ref import TorchAttentionBackend
 
     gen = torch.Generator().manual_seed(0)

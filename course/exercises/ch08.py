@@ -43,7 +43,8 @@ def check_kv_bytes_read(kv_bytes_read_fn) -> str:
 
 def _decode_case(seed: int, dtype=torch.float32):
     """q, caches and a decode AttentionBatch; the never-used last block is NaN, block tails hold large keys."""
-    from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch
+    from course.paged_batch import build_attention_batch
+    from nanoserve.attention.batch import allocate_kv_cache
     from nanoserve.attention.torch_ref import TorchAttentionBackend
 
     g = torch.Generator().manual_seed(seed)

@@ -3,7 +3,7 @@
 __all__ = ['store_kv', 'causal_attention_at_end', 'gather_context', 'TorchAttentionBackend']
 
 
-# %% chapters/03_paged_kv.ipynb #c030
+# %% chapters/03_paged_kv.ipynb #c033
 import torch
 from torch import Tensor
 
@@ -50,7 +50,7 @@ def gather_context(k_cache: Tensor, v_cache: Tensor, block_table: Tensor, contex
     return k, v
 
 
-# %% chapters/03_paged_kv.ipynb #c032
+# %% chapters/03_paged_kv.ipynb #c035
 class TorchAttentionBackend:
     """Reference paged attention in plain torch: readable, any block size, float32 math."""
 

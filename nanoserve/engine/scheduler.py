@@ -9,15 +9,8 @@ import bisect
 from collections import deque
 from dataclasses import dataclass, field
 
+from nanoserve.checks import check_int
 from nanoserve.engine.sequence import Sequence, SequenceStatus
-
-
-def _check_positive_int(name: str, value) -> None:
-    """Raise unless `value` is an int >= 1."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < 1:
-        raise ValueError(f"{name} must be at least 1, got {value}")
 
 
 @dataclass
@@ -31,7 +24,7 @@ class SchedulerConfig:
 
     def __post_init__(self):
         for name in ("max_num_seqs", "max_num_batched_tokens", "max_model_len"):
-            _check_positive_int(name, getattr(self, name))
+            check_int(name, getattr(self, name), 1)
         if not self.enable_chunked_prefill and self.max_num_batched_tokens < self.max_model_len:
             raise ValueError(
                 f"without chunked prefill a whole prompt must fit in one step: max_num_batched_tokens "

@@ -6,6 +6,8 @@ __all__ = ['SequenceStatus', 'check_token_ids', 'Sequence']
 # %% chapters/05_scheduler.ipynb #c007
 import enum
 
+from nanoserve.checks import check_int, is_int
+
 
 class SequenceStatus(enum.Enum):
     """Where a sequence is in its life: queued, being computed, or done."""
@@ -25,7 +27,7 @@ def check_token_ids(token_ids) -> list:
     if set(map(type, ids)) == {int} and min(ids) >= 0:
         return ids  # the common case, checked at C speed; the loop below finds the culprit otherwise
     for t in ids:
-        if isinstance(t, bool) or not isinstance(t, int):
+        if not is_int(t):
             raise TypeError(f"prompt_token_ids must hold ints, got {t!r} ({type(t).__name__})")
         if t < 0:
             raise ValueError(f"prompt_token_ids must be non-negative, got {t}")
@@ -37,10 +39,7 @@ class Sequence:
     """A prompt plus the tokens generated so far, with its KV-cache bookkeeping and its stop rules."""
 
     def __init__(self, seq_id, prompt_token_ids, max_tokens: int, params=None, eos_token_ids=()):
-        if isinstance(max_tokens, bool) or not isinstance(max_tokens, int):
-            raise TypeError(f"max_tokens must be an int, got {type(max_tokens).__name__}")
-        if max_tokens < 1:
-            raise ValueError(f"max_tokens must be at least 1, got {max_tokens}")
+        check_int("max_tokens", max_tokens, 1)
         self.seq_id = seq_id
         self.token_ids = check_token_ids(prompt_token_ids)
         self.num_prompt_tokens = len(self.token_ids)

@@ -3,29 +3,23 @@
 __all__ = ['NoFreeBlocksError', 'BlockManager']
 
 
-# %% chapters/03_paged_kv.ipynb #c011
+# %% chapters/03_paged_kv.ipynb #c014
 from collections import OrderedDict
+
+from nanoserve.checks import check_int, is_int
 
 
 class NoFreeBlocksError(RuntimeError):
     """Raised when the pool has fewer free blocks than an allocation needs."""
 
 
-def _check_count(name, value, minimum):
-    """Reject a count that is not an int, or is below `minimum`, at the door."""
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__}")
-    if value < minimum:
-        raise ValueError(f"{name} must be >= {minimum}, got {value}")
-
-
-# %% chapters/03_paged_kv.ipynb #c015
+# %% chapters/03_paged_kv.ipynb #c018
 class BlockManager:
     """Hands out fixed-size KV blocks from a pool, with reference counts and an O(1) free queue."""
 
     def __init__(self, num_blocks: int, block_size: int):
-        _check_count("num_blocks", num_blocks, 1)
-        _check_count("block_size", block_size, 1)
+        check_int("num_blocks", num_blocks, 1)
+        check_int("block_size", block_size, 1)
         self.num_blocks = num_blocks
         self.block_size = block_size
         self._ref_counts = [0] * num_blocks
@@ -48,7 +42,7 @@ class BlockManager:
 
     def blocks_needed(self, table: list, num_tokens: int) -> int:
         """Extra blocks `table` needs to hold `num_tokens` tokens."""
-        _check_count("num_tokens", num_tokens, 0)
+        check_int("num_tokens", num_tokens, 0)
         return max(0, -(-num_tokens // self.block_size) - len(table))
 
     def can_allocate(self, table: list, num_tokens: int) -> bool:
@@ -93,7 +87,7 @@ class BlockManager:
         self._free[block] = None
 
     def _check_block(self, block) -> None:
-        if isinstance(block, bool) or not isinstance(block, int) or not 0 <= block < self.num_blocks:
+        if not is_int(block) or not 0 <= block < self.num_blocks:
             raise ValueError(f"block must be an int in [0, {self.num_blocks}), got {block!r}")
 
     def __repr__(self):

@@ -20,7 +20,8 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "gpu"))
 from paged_cases import SCENARIOS, paged_case, scenario  # noqa: E402
 
-from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch  # noqa: E402
+from course.paged_batch import build_attention_batch  # noqa: E402
+from nanoserve.attention.batch import allocate_kv_cache  # noqa: E402
 from nanoserve.attention.flash import FlashAttentionBackend, store_kv_triton  # noqa: E402
 from nanoserve.attention.torch_ref import TorchAttentionBackend, store_kv  # noqa: E402
 from nanoserve.engine.cuda_graph import DecodeGraphs, decode_buckets  # noqa: E402

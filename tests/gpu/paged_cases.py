@@ -1,7 +1,8 @@
 """Random paged-attention batches for GPU checks: scattered block tables, cached context, shared prefixes."""
 import torch
 
-from nanoserve.attention.batch import allocate_kv_cache, build_attention_batch
+from course.paged_batch import build_attention_batch
+from nanoserve.attention.batch import allocate_kv_cache
 
 # name -> (sequences as (cached, new) in units of the block size, shared prefix blocks)
 SCENARIOS = {

@@ -28,7 +28,8 @@ def test_you_are_here_outlines_one_chapter_and_refuses_an_unknown_one():
 
 def test_exported_lines_counts_each_generated_module_of_a_chapter():
     lines = exported_lines("03_paged_kv")
-    assert set(lines) == {"nanoserve/kv/blocks.py", "nanoserve/attention/batch.py", "nanoserve/attention/torch_ref.py"}
+    assert set(lines) == {"nanoserve/checks.py", "nanoserve/kv/blocks.py", "nanoserve/attention/batch.py",
+                          "nanoserve/attention/torch_ref.py"}
     root = Path(__file__).resolve().parents[2]
     assert all(n == len((root / m).read_text().splitlines()) for m, n in lines.items())
     assert exported_lines("00_tour") == {}

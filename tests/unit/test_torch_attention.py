@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from nanoserve.attention.batch import (AttentionBackend, AttentionBatch, allocate_kv_cache,
-                                       build_attention_batch, slots_for)
+from course.paged_batch import build_attention_batch
+from nanoserve.attention.batch import AttentionBackend, AttentionBatch, allocate_kv_cache, slots_for
 from nanoserve.attention.torch_ref import TorchAttentionBackend, causal_attention_at_end, store_kv
 from nanoserve.kv.blocks import BlockManager
 
