@@ -4,7 +4,7 @@ import torch
 
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.engine.async_core import AsyncEngineCore, needs_host_tokens, without_finished
-from nanoserve.engine.async_scheduler import AsyncScheduler
+from nanoserve.engine.async_core import AsyncScheduler
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
 from nanoserve.engine.model_runner import ModelRunner, TokenTable, prepare_step_inputs, table_input_ids

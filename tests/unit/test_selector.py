@@ -7,7 +7,7 @@ import torch
 import nanoserve.parallel.executor as tp  # imported before any patch: it binds build_runner
 from nanoserve.engine import selector
 from nanoserve.engine.async_core import AsyncEngineCore
-from nanoserve.engine.async_scheduler import AsyncScheduler
+from nanoserve.engine.async_core import AsyncScheduler
 from nanoserve.engine.core import EngineCore
 from nanoserve.engine.graph_runner import GraphRunner
 from nanoserve.engine.scheduler import Scheduler
