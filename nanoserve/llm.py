@@ -8,6 +8,7 @@ import time
 
 from tqdm import tqdm  # a text bar: in a saved notebook it shows its last state, not a frozen widget
 
+from nanoserve.checks import check_bool, is_int
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
 from nanoserve.engine.router import Aborted, OutputRouter
@@ -173,8 +174,7 @@ def _as_prompt_list(prompts) -> list:
     """One prompt (str, dict, or a list of token ids) or a list of them -> a list."""
     if isinstance(prompts, (str, dict)):
         return [prompts]
-    if isinstance(prompts, (list, tuple)) and prompts and all(isinstance(t, int) and not isinstance(t, bool)
-                                                              for t in prompts):
+    if isinstance(prompts, (list, tuple)) and prompts and all(is_int(t) for t in prompts):
         return [{"prompt_token_ids": list(prompts)}]  # one tokenized prompt
     if isinstance(prompts, (list, tuple)):
         out = []
@@ -234,8 +234,7 @@ def _chat_template_kwargs(chat_template, add_generation_prompt, continue_final_m
         raise TypeError(f"chat_template must be a Jinja template string, got {type(chat_template).__name__}")
     for name, value in (("add_generation_prompt", add_generation_prompt),
                         ("continue_final_message", continue_final_message)):
-        if not isinstance(value, bool):
-            raise TypeError(f"{name} must be a bool, got {value!r}")
+        check_bool(name, value)
     if add_generation_prompt and continue_final_message:  # vLLM refuses this pair too
         raise ValueError("continue_final_message=True continues the last message, so it needs "
                          "add_generation_prompt=False")
@@ -243,8 +242,8 @@ def _chat_template_kwargs(chat_template, add_generation_prompt, continue_final_m
         raise TypeError(f"tools must be a list of tool dicts, got {tools!r}")
     if extra is not None and not isinstance(extra, dict):
         raise TypeError(f"chat_template_kwargs must be a dict, got {type(extra).__name__}")
-    if enable_thinking is not None and not isinstance(enable_thinking, bool):
-        raise TypeError(f"enable_thinking must be a bool or None, got {enable_thinking!r}")
+    if enable_thinking is not None:
+        check_bool("enable_thinking", enable_thinking)
     kwargs = dict(extra or {})
     if enable_thinking is not None:
         kwargs["enable_thinking"] = enable_thinking

@@ -15,28 +15,13 @@ from dataclasses import dataclass
 import torch
 
 from nanoserve.attention.torch_ref import TorchAttentionBackend
+from nanoserve.checks import check_bool, check_int, is_number
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 BACKENDS = ("auto", "torch", "flash")
 DEFAULT_BLOCK_SIZE = 16  # unless the backend needs a larger multiple
 MIN_BATCHED_TOKENS = 8192
 CPU_KV_CACHE_BYTES = 1 << 30  # the KV cache on CPU never takes more than this by default
-
-
-def _check_int(name: str, value, low: int = 1, optional: bool = False) -> None:
-    """Raise unless `value` is an int >= `low` (or None when optional)."""
-    if optional and value is None:
-        return
-    if isinstance(value, bool) or not isinstance(value, int):
-        raise TypeError(f"{name} must be an int{' or None' if optional else ''}, got {value!r}")
-    if value < low:
-        raise ValueError(f"{name} must be >= {low}, got {value}")
-
-
-def _check_bool(name: str, value) -> None:
-    """Raise unless `value` is a bool."""
-    if not isinstance(value, bool):
-        raise TypeError(f"{name} must be a bool, got {value!r}")
 
 
 def parse_device(device) -> torch.device | str:
@@ -104,35 +89,35 @@ def _check_engine_args(config) -> None:
     """Type and range checks of every EngineConfig field, run when it is created."""
     if not isinstance(config.model, (str, os.PathLike)) or not str(config.model):
         raise TypeError(f"model must be a hub id or a local directory, got {config.model!r}")
-    _check_bool("skip_tokenizer_init", config.skip_tokenizer_init)
+    check_bool("skip_tokenizer_init", config.skip_tokenizer_init)
     config.device = parse_device(config.device)
     config.dtype = parse_dtype(config.dtype)
     if config.seed is None:  # vLLM's "no seed": a fresh one per engine
         config.seed = random.SystemRandom().getrandbits(63)
-    _check_int("seed", config.seed, low=-(1 << 63))
+    check_int("seed", config.seed, -(1 << 63))
     if config.seed >= 1 << 64:  # torch generators take 64-bit seeds
         raise ValueError(f"seed must fit in 64 bits, got {config.seed}")
     tok = config.tokenizer
     if not (tok is None or isinstance(tok, (str, os.PathLike)) or hasattr(tok, "decode")):
         raise TypeError(f"tokenizer must be a hub id, a local directory or a tokenizer object, got {tok!r}")
-    _check_int("max_model_len", config.max_model_len, low=2, optional=True)
-    _check_int("max_num_seqs", config.max_num_seqs)
-    _check_int("max_num_batched_tokens", config.max_num_batched_tokens, optional=True)
-    _check_int("block_size", config.block_size, optional=True)
-    _check_int("num_kv_blocks", config.num_kv_blocks, optional=True)
+    check_int("max_model_len", config.max_model_len, 2, optional=True)
+    check_int("max_num_seqs", config.max_num_seqs, 1)
+    check_int("max_num_batched_tokens", config.max_num_batched_tokens, 1, optional=True)
+    check_int("block_size", config.block_size, 1, optional=True)
+    check_int("num_kv_blocks", config.num_kv_blocks, 1, optional=True)
     util = config.gpu_memory_utilization
-    if isinstance(util, bool) or not isinstance(util, (int, float)):
+    if not is_number(util):
         raise TypeError(f"gpu_memory_utilization must be a number, got {util!r}")
     if not 0.0 < util <= 1.0:
         raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {util}")
-    _check_bool("enable_prefix_caching", config.enable_prefix_caching)
-    _check_bool("enforce_eager", config.enforce_eager)
-    _check_bool("fused_kernels", config.fused_kernels)
+    check_bool("enable_prefix_caching", config.enable_prefix_caching)
+    check_bool("enforce_eager", config.enforce_eager)
+    check_bool("fused_kernels", config.fused_kernels)
     if config.async_scheduling is not None:
-        _check_bool("async_scheduling", config.async_scheduling)
-    _check_int("tensor_parallel_size", config.tensor_parallel_size)
+        check_bool("async_scheduling", config.async_scheduling)
+    check_int("tensor_parallel_size", config.tensor_parallel_size, 1)
     timeout = config.tp_worker_timeout_s
-    if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) or not timeout > 0:
+    if not is_number(timeout) or not timeout > 0:
         raise ValueError(f"tp_worker_timeout_s must be a positive number of seconds, got {timeout!r}")
     if config.attention_backend not in BACKENDS:
         raise ValueError(f"attention_backend must be one of {BACKENDS}, got {config.attention_backend!r}")
@@ -146,9 +131,9 @@ def _check_vllm_options(config) -> None:
         value = getattr(config, name)
         if value is not None and not isinstance(value, (str, os.PathLike)):
             raise TypeError(f"{name} must be a str or None, got {value!r}")
-    _check_int("max_logprobs", config.max_logprobs, low=-1)  # -1: no limit, as in vLLM
+    check_int("max_logprobs", config.max_logprobs, -1)  # -1: no limit, as in vLLM
     for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats", "disable_cascade_attn"):
-        _check_bool(name, getattr(config, name))
+        check_bool(name, getattr(config, name))
     if config.generation_config not in ("auto", "vllm"):
         raise ValueError(f"generation_config must be 'auto' (defaults from the checkpoint's "
                          f"generation_config.json) or 'vllm' (ignore it), got {config.generation_config!r}")

@@ -7,6 +7,7 @@ __all__ = ['graph_buckets', 'StaticInputs', 'capture_graph', 'graph_sample', 'Gr
 import numpy as np
 import torch
 
+from nanoserve.checks import is_int
 from nanoserve.engine.model_runner import table_input_ids
 from nanoserve.sampler import SamplerOutput
 
@@ -16,7 +17,7 @@ _NP_TO_TORCH = {np.int64: torch.int64, np.int32: torch.int32, np.float32: torch.
 def graph_buckets(limit: int, fine: bool = True) -> list:
     """Sizes to capture, ending exactly at `limit`: 1, 2, 4, 8, then multiples of 16 (fine) or doublings up to 512,
     then x1.5 and x4/3 in turn."""
-    if isinstance(limit, bool) or not isinstance(limit, int) or limit < 1:
+    if not is_int(limit) or limit < 1:
         raise ValueError(f"limit must be a positive int, got {limit!r}")
     grid, size = [], 1
     while size < limit:
