@@ -44,7 +44,7 @@ class Sequence:
         self.token_ids = check_token_ids(prompt_token_ids)
         self.num_prompt_tokens = len(self.token_ids)
         self.max_tokens = max_tokens
-        self.params = params  # the request's SamplingParams (chapter 07): stop_token_ids, min_tokens, ignore_eos
+        self.params = params  # the request's SamplingParams (chapter 06): stop_token_ids, min_tokens, ignore_eos
         self.eos_token_ids = frozenset(eos_token_ids)  # the model's end-of-sequence ids
         self.num_pending_tokens = 0  # sampled on the device, not yet on the host (chapter 11's one-step-ahead loop)
         self.num_computed_tokens = 0  # tokens whose K/V sit in the cache
@@ -52,7 +52,7 @@ class Sequence:
         self.block_table: list[int] = []
         self.status = SequenceStatus.WAITING
         self.finish_reason = None  # "stop", "length" or "abort" once finished
-        self.stop_reason = None  # the stop token id (or, from chapter 07's output processor, stop string)
+        self.stop_reason = None  # the stop token id (or, from appendix A5's output processor, stop string)
         self.arrival = None  # set by the scheduler: the order in which requests arrived
         self.num_preemptions = 0
 
