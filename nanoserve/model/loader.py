@@ -14,6 +14,7 @@ from pathlib import Path
 import torch
 from safetensors import safe_open
 
+from nanoserve.checks import is_int, is_number
 from nanoserve.model.config import ModelConfig
 from nanoserve.model.layers import default_weight_loader
 
@@ -127,7 +128,7 @@ def check_config_fields(data: dict, source) -> None:
                              f"{', '.join(repr(k) for k in ROPE_FIELDS)}")
         for key in ROPE_FIELDS.get(kind, ()):
             value = data[field].get(key)
-            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+            if not is_number(value) or not value > 0:
                 raise ValueError(f"{source}: {field}.{key} must be a positive number for {kind!r} RoPE, got {value!r}")
         if kind == "llama3" and not data[field]["high_freq_factor"] > data[field]["low_freq_factor"]:
             raise ValueError(f"{source}: {field}.high_freq_factor must exceed low_freq_factor")
@@ -139,11 +140,6 @@ def check_config_fields(data: dict, source) -> None:
 
 
 # %% chapters/A7_checkpoint_loading.ipynb #c016
-def _is_number(value) -> bool:
-    """An int or float, but not a bool (JSON's true is no number)."""
-    return isinstance(value, (int, float)) and not isinstance(value, bool)
-
-
 def check_config_types(data: dict, source) -> None:
     """Refuse raw config.json values of the wrong type for the switches, token ids and RoPE base the model reads."""
     for field in ("tie_word_embeddings", "attention_bias"):
@@ -154,11 +150,11 @@ def check_config_types(data: dict, source) -> None:
         if ids is None:
             continue
         for i in ids if isinstance(ids, list) else [ids]:
-            if isinstance(i, bool) or not isinstance(i, int):
+            if not is_int(i):  # JSON's true is no token id
                 raise ValueError(f"{source}: {field} must be a token id, a list of them, or null, got {ids!r}")
     for field in ("rope_scaling", "rope_parameters", None):
         entry = data if field is None else data.get(field) or {}
-        if "rope_theta" in entry and not (_is_number(entry["rope_theta"]) and entry["rope_theta"] > 0):
+        if "rope_theta" in entry and not (is_number(entry["rope_theta"]) and entry["rope_theta"] > 0):
             name = "rope_theta" if field is None else f"{field}.rope_theta"
             raise ValueError(f"{source}: {name} must be a positive number, got {entry['rope_theta']!r}")
 
@@ -169,13 +165,13 @@ def check_config_sizes(config, source) -> None:
         value = getattr(config, field, None)
         if field == "head_dim" and value is None:
             continue  # derived as hidden_size // num_attention_heads
-        if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+        if not is_int(value) or value < 1:
             raise ValueError(f"{source}: {field} must be a positive int, got {value!r}")
     if config.num_attention_heads % config.num_key_value_heads:
         raise ValueError(f"{source}: num_key_value_heads ({config.num_key_value_heads}) must divide "
                          f"num_attention_heads ({config.num_attention_heads})")
     eps = config.rms_norm_eps
-    if isinstance(eps, bool) or not isinstance(eps, (int, float)) or not eps > 0:
+    if not is_number(eps) or not eps > 0:
         raise ValueError(f"{source}: rms_norm_eps must be a positive number, got {eps!r}")
 
 

@@ -14,6 +14,7 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
+from nanoserve.checks import check_int, is_number
 from nanoserve.parallel.group import TPGroup
 from nanoserve.parallel.rank_worker import HANG_DUMP_ENV, POLL_S, STOP, RankContext, shutdown_group, worker_main
 from nanoserve.parallel.rendezvous import connect_group, host_store, remove_store
@@ -22,10 +23,7 @@ from nanoserve.parallel.transport import HEADER_BYTES, ShmSender
 
 def check_tp_size(size, backend: str = "gloo") -> None:
     """Reject a tensor-parallel size that is not a positive int, or that asks for more GPUs than exist."""
-    if isinstance(size, bool) or not isinstance(size, int):
-        raise TypeError(f"tensor_parallel_size must be an int, got {type(size).__name__}")
-    if size < 1:
-        raise ValueError(f"tensor_parallel_size must be >= 1, got {size}")
+    check_int("tensor_parallel_size", size, 1)
     if backend == "nccl":
         import torch
 
@@ -36,7 +34,7 @@ def check_tp_size(size, backend: str = "gloo") -> None:
 
 def check_worker_timeout(seconds) -> None:
     """The liveness timeout must be a positive number of seconds."""
-    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or not seconds > 0:
+    if not is_number(seconds) or not seconds > 0:
         raise ValueError(f"tp_worker_timeout_s must be a positive number of seconds, got {seconds!r}")
 
 

@@ -3,7 +3,7 @@ import pytest
 import torch
 
 from nanoserve.model.loader import load_qwen3
-from nanoserve.parallel import checks
+from course import tp_checks as checks
 from nanoserve.parallel.group import TPGroup
 from nanoserve.parallel.layers import ShardedLayers
 from nanoserve.parallel.workers import RankPool

@@ -8,7 +8,7 @@ import pytest
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
 from course import faults
-from nanoserve.parallel.transport import shm_step
+from course.tp_timing import shm_step
 from nanoserve.parallel.workers import RankPool
 from nanoserve.sampling import SamplingParams
 

@@ -7,8 +7,8 @@ import textwrap
 import pytest
 
 from course import faults
-from nanoserve.parallel import checks
-from nanoserve.parallel.transport import shm_step
+from course import tp_checks as checks
+from course.tp_timing import shm_step
 from nanoserve.parallel.workers import HANG_DUMP_ENV, RankPool, check_tp_size
 
 DIMS = dict(hidden=16, head_dim=4, n_heads=4, n_kv_heads=2, inter=32, vocab=50, tokens=3)
