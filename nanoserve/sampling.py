@@ -5,7 +5,6 @@ __all__ = ['GREEDY_TEMPERATURE', 'MAX_LOGPROBS', 'SamplingParams', 'derive_seed'
 
 # %% chapters/06_sampling.ipynb #c003
 import copy
-import dataclasses
 import functools
 import math
 from dataclasses import dataclass
@@ -207,8 +206,9 @@ class SamplingParams:
 
     def for_completion(self, index: int) -> "SamplingParams":
         """Settings of the `index`-th of n completions: n=1 and, when seeded, a seed of its own."""
-        seed = None if self.seed is None else derive_seed(self.seed, index)
-        return dataclasses.replace(self, n=1, seed=seed)
+        params = copy.copy(self)  # not dataclasses.replace: these fields were checked once, at construction
+        params.n, params.seed = 1, None if self.seed is None else derive_seed(self.seed, index)
+        return params
 
 
 # %% chapters/06_sampling.ipynb #c011

@@ -115,6 +115,8 @@ def test_derived_seeds_differ_and_keep_the_first():
     p = SamplingParams(n=3, seed=5)
     assert [p.for_completion(i).seed for i in range(3)] == [derive_seed(5, i) for i in range(3)]
     assert p.for_completion(2).n == 1
+    one = p.for_completion(0)  # a copy: a caller who edits its params later cannot reach a live request
+    assert one is not p and p.n == 3 and p.seed == 5 and one.max_tokens == p.max_tokens
 
 
 def test_wrong_params_count_is_rejected():
