@@ -3,10 +3,9 @@
 (The first strict cases, a stale number, a unitless match, a number only in a code comment and one printed in
 another section, are in test_tooling.py beside the loose rule.)"""
 import importlib.util
-import json
 from pathlib import Path
 
-import nbformat
+from notebook_factory import numbers_chapter
 
 TOOL = Path(__file__).resolve().parents[2] / "tools" / "prose_numbers.py"
 
@@ -18,29 +17,8 @@ def tool():
     return module
 
 
-def chapter(tmp_path, cells, recordings=None) -> Path:
-    """A chapter from ("md", text) and ("code", source, printed) items, and its recordings file if given."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-    for i, item in enumerate(cells):
-        if item[0] == "md":
-            nb.cells.append(nbformat.v4.new_markdown_cell(item[1], id=f"c{i:03d}"))
-        else:
-            cell = nbformat.v4.new_code_cell(item[1], execution_count=i + 1, id=f"c{i:03d}")
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=item[2])] if item[2] else []
-            nb.cells.append(cell)
-    path = tmp_path / "chapters" / "01_strict.ipynb"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if recordings is not None:
-        (path.parent / "recordings").mkdir(exist_ok=True)
-        (path.parent / "recordings" / "01_strict.json").write_text(json.dumps({"chapter": "01_strict",
-                                                                                "cells": recordings}))
-    nbformat.write(nb, path)
-    return path
-
-
 def strict(tmp_path, cells, **kw) -> list:
-    return tool().prose_problems(chapter(tmp_path, cells, **kw), strict=True)
+    return tool().prose_problems(numbers_chapter(tmp_path, cells, **kw), strict=True)
 
 
 def test_counting_words_in_prose_are_not_flagged(tmp_path):

@@ -9,6 +9,8 @@ from pathlib import Path
 import nbformat
 import pytest
 
+from notebook_factory import numbers_chapter
+
 REPO = Path(__file__).resolve().parents[2]
 NB_TOOL = REPO / "tools" / "nb.py"
 OUT_OF_SYNC = "notebooks and package are out of sync"
@@ -221,29 +223,8 @@ def test_numbers_in_prose_must_be_marked_and_printed(tmp_path):
                         " cell 1: '9.5×' is marked as a printed result but no output prints 9.5"]
 
 
-def _numbers_chapter(tmp_path, cells, name="01_strict.ipynb", recordings=None) -> Path:
-    """A chapter from ("md", text) and ("code", source, printed) items, and its recordings file if given."""
-    nb = nbformat.v4.new_notebook()
-    nb.metadata["kernelspec"] = {"display_name": "Python 3 (ipykernel)", "language": "python", "name": "python3"}
-    for i, item in enumerate(cells):
-        if item[0] == "md":
-            nb.cells.append(nbformat.v4.new_markdown_cell(item[1], id=f"c{i:03d}"))
-        else:
-            cell = nbformat.v4.new_code_cell(item[1], execution_count=i + 1, id=f"c{i:03d}")
-            cell.outputs = [nbformat.v4.new_output("stream", name="stdout", text=item[2])] if item[2] else []
-            nb.cells.append(cell)
-    path = tmp_path / "chapters" / name
-    path.parent.mkdir(parents=True, exist_ok=True)
-    if recordings is not None:
-        (path.parent / "recordings").mkdir(exist_ok=True)
-        (path.parent / "recordings" / f"{path.stem}.json").write_text(json.dumps({"chapter": path.stem,
-                                                                                  "cells": recordings}))
-    nbformat.write(nb, path)
-    return path
-
-
 def _strict_problems(tmp_path, cells, **kw) -> list:
-    return load_tool(tmp_path).prose_problems(_numbers_chapter(tmp_path, cells, **kw), strict=True)
+    return load_tool(tmp_path).prose_problems(numbers_chapter(tmp_path, cells, **kw), strict=True)
 
 
 def test_strict_numbers_accept_a_result_printed_with_its_unit_in_its_section(tmp_path):
