@@ -86,9 +86,9 @@ def engine_tokenizer_source(config, model_path):
 
 def load_engine_tokenizer(source):
     """The tokenizer object (None with skip_tokenizer_init) from what `engine_tokenizer_source` returned."""
-    from nanoserve.tokenizer import load_tokenizer
+    from nanoserve.tokenizer import load_checked_tokenizer
 
-    return load_tokenizer(source) if isinstance(source, Path) else source
+    return load_checked_tokenizer(source) if isinstance(source, Path) else source
 
 
 # %% chapters/A5_engine_front_end.ipynb #c031

@@ -67,7 +67,7 @@ def main() -> None:
         print(f"[step-files]   {f:45s} {n:5d} calls")
     print(f"[step-files] the next 16 steps: {result['files_per_step_next_16']} files; union of all 17: "
           f"{len(union)}: {', '.join(f for f in union if f not in dict(files))}")
-    llm.shutdown() if hasattr(llm, "shutdown") else None
+    llm.shutdown()
 
 
 if __name__ == "__main__":
