@@ -3,7 +3,7 @@
 __all__ = ['check_vllm_option_names', 'LLMBase', 'LLM', 'check_unsupported_call_options', 'check_conversations']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c057
+# %% chapters/A5_engine_front_end.ipynb #c055
 import time
 
 from tqdm import tqdm  # a text bar: in a saved notebook it shows its last state, not a frozen widget
@@ -28,7 +28,7 @@ def check_vllm_option_names(vllm_options: dict) -> None:
                         f"{sorted(_VLLM_OPTIONS)}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c059
+# %% chapters/A5_engine_front_end.ipynb #c057
 class LLMBase:
     """An engine and the router its outputs go through, with their lifetime: build, inspect, shut down."""
 
@@ -98,7 +98,7 @@ class LLMBase:
             raise RuntimeError("this LLM was shut down")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c061
+# %% chapters/A5_engine_front_end.ipynb #c059
 class LLM(LLMBase):
     """Offline inference in vLLM's shape: build once, then generate, chat or stream."""
 
@@ -157,7 +157,7 @@ class LLM(LLMBase):
         return _stream_deltas(self._router, request)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c063
+# %% chapters/A5_engine_front_end.ipynb #c061
 def check_unsupported_call_options(lora_request, priority, tokenization_kwargs) -> None:
     """vLLM's per-call options nanoserve has no machinery for: accepted when neutral, else refused by name."""
     if lora_request is not None:
@@ -226,7 +226,7 @@ def _collect(router, stats, queue, results: dict, count: int, use_tqdm: bool) ->
                                     refresh=False)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c065
+# %% chapters/A5_engine_front_end.ipynb #c063
 def _chat_template_kwargs(chat_template, add_generation_prompt, continue_final_message, tools, extra,
                           enable_thinking) -> dict:
     """apply_chat_template's keyword arguments from chat()'s, checked (errors name the argument)."""
@@ -276,7 +276,7 @@ def _unwrap(item) -> RequestOutput:
     return item
 
 
-# %% chapters/A5_engine_front_end.ipynb #c067
+# %% chapters/A5_engine_front_end.ipynb #c065
 def check_conversations(messages) -> list:
     """One conversation or a list of them -> a list of conversations whose contents are strings."""
     if not isinstance(messages, (list, tuple)) or not messages:

@@ -56,15 +56,14 @@ class FlashCascadeKernels:
     @staticmethod
     def prefix(q, k_cache, v_cache, batch):
         varlen, _ = flash_functions()
-        out, lse, _ = varlen(q, k_cache, v_cache, batch.cu_seqlens_q, batch.cu_seqlens_k, batch.max_seqlen_q,
-                             batch.max_seqlen_k, causal=False, block_table=batch.block_tables, return_attn_probs=True)
+        out, lse = varlen(q, k_cache, v_cache, batch.cu_seqlens_q, batch.cu_seqlens_k, batch.max_seqlen_q,
+                          batch.max_seqlen_k, batch.block_tables, causal=False)
         return out, lse.t()
 
     @staticmethod
     def suffix(q, k_cache, v_cache, batch):
-        _, with_kvcache = flash_functions()
-        out, lse = with_kvcache(q.unsqueeze(1), k_cache, v_cache, cache_seqlens=batch.context_lens,
-                                block_table=batch.block_tables, causal=True, return_softmax_lse=True)
+        _, kvcache = flash_functions()
+        out, lse = kvcache(q.unsqueeze(1), k_cache, v_cache, batch.context_lens, batch.block_tables)
         return out.squeeze(1), lse.squeeze(-1)
 
 

@@ -73,13 +73,28 @@ def flash_attn_available():
 
 @functools.cache
 def flash_functions():
-    """Import flash-attn on first use, with an error that says what to install."""
+    """flash-attn's (varlen, kvcache) kernels from its compiled extension, each returning (out, log-sum-exp);
+    imported on first use, with an error that says what to install."""
     try:
-        from flash_attn import flash_attn_varlen_func, flash_attn_with_kvcache
+        import flash_attn
+        from flash_attn.flash_attn_interface import flash_attn_gpu as ext
     except ImportError as e:
         raise ImportError("the 'flash' attention backend needs flash-attn on a CUDA machine "
                           "(pip install flash-attn); use backend='torch' otherwise") from e
-    return flash_attn_varlen_func, flash_attn_with_kvcache
+    if tuple(int(x) for x in flash_attn.__version__.split(".")[:2]) < (2, 6):
+        raise ImportError(f"the 'flash' attention backend needs flash-attn >= 2.6, found {flash_attn.__version__}")
+
+    def varlen(q, k_cache, v_cache, cu_q, cu_k, max_q, max_k, block_table, causal=True):
+        """Paged varlen attention: out [T, H, D] and lse [H, T]."""
+        out, lse, _, _ = ext.varlen_fwd(q, k_cache, v_cache, None, cu_q, cu_k, None, None, block_table, None, max_q,
+                                        max_k, 0.0, q.shape[-1] ** -0.5, False, causal, -1, -1, 0.0, False, None)
+        return out, lse
+
+    def kvcache(q, k_cache, v_cache, cache_seqlens, block_table):
+        """One query per sequence, q [B, 1, H, D]: out [B, 1, H, D] and lse [B, H, 1]."""
+        return ext.fwd_kvcache(q, k_cache, v_cache, None, None, cache_seqlens, None, None, None, None, block_table,
+                               None, None, q.shape[-1] ** -0.5, True, -1, -1, 0.0, True, 0)
+    return varlen, kvcache
 
 
 class FlashAttentionBackend:
@@ -106,17 +121,15 @@ class FlashAttentionBackend:
     @staticmethod
     def decode(q, k_cache, v_cache, batch):
         """One query per sequence: flash-attn's kvcache kernel over each block table."""
-        _, with_kvcache = flash_functions()
-        out = with_kvcache(q.unsqueeze(1), k_cache, v_cache, cache_seqlens=batch.context_lens,
-                           block_table=batch.block_tables, causal=True)
-        return out.squeeze(1)
+        _, kvcache = flash_functions()
+        return kvcache(q.unsqueeze(1), k_cache, v_cache, batch.context_lens, batch.block_tables)[0].squeeze(1)
 
     @staticmethod
     def varlen(q, k_cache, v_cache, batch):
         """Any number of queries per sequence (rows cu_seqlens_q[b]:cu_seqlens_q[b+1]), causal at the end."""
         varlen, _ = flash_functions()
-        return varlen(q, k_cache, v_cache, batch.cu_seqlens_q, batch.cu_seqlens_k,
-                      batch.max_seqlen_q, batch.max_seqlen_k, causal=True, block_table=batch.block_tables)
+        return varlen(q, k_cache, v_cache, batch.cu_seqlens_q, batch.cu_seqlens_k, batch.max_seqlen_q,
+                      batch.max_seqlen_k, batch.block_tables)[0]
 
     def _check(self, q, k_cache):
         """Reject inputs the flash kernels cannot take, with a message instead of a CUDA error."""

@@ -138,9 +138,9 @@ class AsyncEngineCore(EngineCore):
         done, self.in_flight = self.in_flight, None
         tokens, seqs = done.wait_tokens(), done.batch.sampling_seqs
         finished = self.scheduler.commit(seqs, tokens)
-        self._record(done.batch, done.decode_tokens, time.perf_counter() - done.start)
-        for seq in finished:
-            self.sampling.forget(seq)
+        seconds = time.perf_counter() - done.start
+        self.stats.record(done.batch, done.decode_tokens, seconds, self.executor.num_eager_steps)
+        self.sampling.forget(finished)
         return EngineCoreOutput(done.batch, seqs, tokens, finished, done.logprobs, done.prompt_logprobs,
                                 done.prompt_owners)
 

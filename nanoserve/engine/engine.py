@@ -3,7 +3,7 @@
 __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c045
+# %% chapters/A5_engine_front_end.ipynb #c043
 from concurrent.futures import ThreadPoolExecutor
 
 from nanoserve.engine.config import EngineConfig, check_kv_cache_fits
@@ -31,7 +31,7 @@ def request_id_list(request_id) -> list:
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c047
+# %% chapters/A5_engine_front_end.ipynb #c045
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 
@@ -62,10 +62,10 @@ class LLMEngine:
 
     # ---- what the parts hold ------------------------------------------------------------
     scheduler = property(lambda self: self.core.scheduler, doc="The core's scheduler.")
-    block_manager = property(lambda self: self.core.block_manager, doc="The scheduler's block manager.")
+    block_manager = property(lambda self: self.core.scheduler.block_manager, doc="The scheduler's block manager.")
     executor = property(lambda self: self.core.executor, doc="What runs the model (None once shut down).")
     num_kv_blocks = property(lambda self: self.core.num_kv_blocks, doc="Blocks in the KV cache.")
-    stats = property(lambda self: self.core.stats, doc="Running totals (EngineStats).")
+    stats = property(lambda self: self.core.stats, doc="Running totals (the core's EngineStats, chapter 07).")
     vocab_size = property(lambda self: self.model_config.vocab_size, doc="The model's vocabulary size.")
 
     @property

@@ -18,16 +18,12 @@ class Executor(Protocol):
 
     def profile_num_kv_blocks(self) -> int:
         """How many KV blocks fit on the device(s)."""
-        ...
 
     def init_kv_cache(self, num_blocks: int) -> None:
         """Allocate the paged KV cache."""
-        ...
 
     def execute(self, batch: ScheduledBatch, sampling: SamplingBatch) -> SamplerOutput:
         """Run one scheduled step and sample a token for each sampling row."""
-        ...
 
     def shutdown(self) -> None:
         """Release the device memory (and any worker processes)."""
-        ...

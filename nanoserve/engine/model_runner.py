@@ -77,8 +77,7 @@ def build_step_inputs(token_chunks: list, starts: list, block_tables: list, samp
         slot_mapping=torch.from_numpy(slot_mapping),
         cu_seqlens_q=torch.from_numpy(cu_q.astype(np.int32)),
         cu_seqlens_k=torch.from_numpy(cu_k.astype(np.int32)),
-        max_seqlen_q=int(q_lens.max()),
-        max_seqlen_k=int(context_lens.max()),
+        max_seqlen_q=int(q_lens.max()), max_seqlen_k=int(context_lens.max()),
         context_lens=torch.from_numpy(context_lens.astype(np.int32)),
         block_tables=torch.from_numpy(tables),
         logits_indices=torch.from_numpy(cu_q[1:][np.asarray(samples, dtype=bool)] - 1),
@@ -183,16 +182,14 @@ class ModelRunner:
         self.config = config
         self.model_config = model_config  # parsed once by the engine, never reloaded here
         self.device = torch.device(device) if device is not None else config.device
-        self.dtype = config.dtype
-        self.block_size = config.block_size
+        self.dtype, self.block_size = config.dtype, config.block_size
         self.backend = config.attention_backend_class()
         with torch.device(self.device):
             self.model = Qwen3ForCausalLM(model_config, layers).to(self.dtype)
         load_weights(self.model, config.model_path())
         self.model.eval()
         self.tp_size = layers.tp_size if layers is not None else 1
-        # the RNG of rows without a seed of their own
-        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)
+        self.generator = torch.Generator(device=self.device).manual_seed(config.seed)  # rows without a seed
         self.sampler = Sampler(self.generator)
         # two slots per sequence the scheduler may run: finished ones are reclaimed only when the free list is empty
         self.table = TokenTable(2 * config.max_num_seqs, self.device) if token_table else None
@@ -201,7 +198,6 @@ class ModelRunner:
         self.num_kv_blocks = 0
         self.num_eager_steps = 0  # forward passes run op by op
 
-    # ---- the Executor protocol ----------------------------------------------------------
     def execute(self, batch, sampling: SamplingBatch) -> SamplerOutput:
         """One step: inputs, forward, sampling."""
         return self.run(self.prepare(batch, sampling), sampling)
@@ -245,7 +241,6 @@ class ModelRunner:
             self.table.tokens.index_copy_(0, slots, out.tokens)
         return out
 
-    # ---- the KV cache --------------------------------------------------------------
     @property
     def kv_block_bytes(self) -> int:
         """Bytes one block occupies across all layers on this rank."""

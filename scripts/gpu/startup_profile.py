@@ -12,6 +12,7 @@ import functools
 import importlib
 import json
 import os
+import sys
 import time
 
 START = time.time()
@@ -89,6 +90,7 @@ def main() -> None:
     llm = LLM(args.model, gpu_memory_utilization=0.9)
     constructor_s = time.time() - t
     ready_s = time.time() - LAUNCHED
+    dynamo = "torch._dynamo" in sys.modules  # imported by a torch.library custom op's first call (chapter 08)
     llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=2), use_tqdm=False)
     first_s = time.time() - LAUNCHED
     graphs = getattr(getattr(llm.llm_engine, "core", None), "executor", None)
@@ -99,13 +101,14 @@ def main() -> None:
               "constructor_s": constructor_s, "process_ready_s": ready_s, "process_first_tokens_s": first_s,
               "forward_graphs": len(getattr(graphs, "graphs", {}) or {}),
               "head_graphs": len(getattr(graphs, "head_graphs", {}) or {}),
-              "phases": times, "patched": patched,
+              "torch_dynamo_imported": dynamo, "phases": times, "patched": patched,
               "note": "phase times are summed wall times after a CUDA sync; nested phases overlap their callers"}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
     print(f"[startup] {args.label} triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
           f"{constructor_s:.1f} s, torch import {torch_s:.1f} s), {result['forward_graphs']} forward + "
-          f"{result['head_graphs']} head graphs, Triton kernels {before} -> {result['triton_kernels_after']}")
+          f"{result['head_graphs']} head graphs, Triton kernels {before} -> {result['triton_kernels_after']}, "
+          f"torch._dynamo imported: {dynamo}")
     for label, entry in sorted(times.items(), key=lambda kv: -kv[1]["s"]):
         print(f"[startup]   {label:40s} {entry['s']:7.2f} s  ({entry['calls']} calls)")
 
