@@ -10,7 +10,8 @@ import math
 import torch
 
 from nanoserve.attention.batch import allocate_kv_cache
-from nanoserve.engine.config import gpu_kv_cache_bytes, head_dim_of
+from nanoserve.engine.config import gpu_kv_cache_bytes
+from nanoserve.model.qwen3 import head_dim
 from nanoserve.engine.model_runner import build_step_inputs
 from nanoserve.sampling import SamplingParams
 
@@ -53,7 +54,7 @@ def dummy_step(runner) -> None:
     lens = [seq_len] * num_seqs
     _, caches = allocate_kv_cache(runner.model_config.num_hidden_layers, 1, runner.block_size,
                                   runner.model_config.num_key_value_heads // runner.tp_size,
-                                  head_dim_of(runner.model_config), runner.dtype, runner.device)
+                                  head_dim(runner.model_config), runner.dtype, runner.device)
     step = build_step_inputs([[0] * n for n in lens], [0] * num_seqs,
                              [[0] * math.ceil(n / runner.block_size) for n in lens], [True] * num_seqs,
                              runner.block_size)

@@ -13,9 +13,9 @@ import numpy as np
 import torch
 
 from nanoserve.attention.batch import AttentionBatch, allocate_kv_cache
-from nanoserve.engine.config import head_dim_of, kv_block_bytes
+from nanoserve.engine.config import kv_block_bytes
 from nanoserve.model.loader import load_weights
-from nanoserve.model.qwen3 import Qwen3ForCausalLM
+from nanoserve.model.qwen3 import Qwen3ForCausalLM, head_dim
 from nanoserve.sampler import Sampler, SamplerOutput, SamplingBatch, sample_batch
 from nanoserve.engine.sequence import SequenceStatus
 
@@ -259,7 +259,7 @@ class ModelRunner:
         mc = self.model_config
         self.kv_cache, self.kv_caches = allocate_kv_cache(
             mc.num_hidden_layers, num_blocks, self.block_size, mc.num_key_value_heads // self.tp_size,
-            head_dim_of(mc), self.dtype, self.device)
+            head_dim(mc), self.dtype, self.device)
         self.num_kv_blocks = num_blocks
         _logger.info("KV cache: %d blocks of %d tokens (%.1f MiB) on %s", num_blocks, self.block_size,
                      num_blocks * self.kv_block_bytes / 2**20, self.device)

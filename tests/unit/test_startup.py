@@ -4,7 +4,7 @@ import pickle
 
 import pytest
 
-from nanoserve.engine.config import head_dim_of, kv_block_bytes
+from nanoserve.engine.config import kv_block_bytes
 from nanoserve.model.config import ModelConfig
 from nanoserve.model.loader import checkpoint_shapes, load_config
 from nanoserve.model.qwen3 import attention_switches, head_dim, rope_scaling, rope_theta
@@ -66,7 +66,7 @@ def what_nanoserve_reads(config) -> dict:
     """Every value the engine takes from a model config, read the way the engine reads it."""
     values = {field: getattr(config, field, None) for field in FIELDS}
     values.update({"attention_bias": getattr(config, "attention_bias", False), "head_dim": head_dim(config),
-                   "head_dim_of": head_dim_of(config), "rope_theta": rope_theta(config),
+                   "rope_theta": rope_theta(config),
                    "rope_scaling": rope_scaling(config), "attention_switches": attention_switches(config),
                    "checkpoint_shapes": checkpoint_shapes(config)})
     return values
