@@ -4,15 +4,17 @@
     python scripts/run_course.py --reuse  # skip the run when these exact files already passed in this .venv
 
 A run where every chapter passes leaves a stamp in .venv named by a hash of everything the chapters
-read (chapters, package, tools, benchmark results, the installed set-up). `--reuse` (scripts/test.sh)
-trusts that stamp, so `run_course.sh` then `test.sh` executes the chapters once here, not twice; a
-fresh clone has no .venv stamp, so CI always runs them."""
+read: the git-tracked files of the chapters, package, tools, committed benchmark results and set-up (their
+working-tree content), and the Python and torch that ran them. Files git does not track (benchmarks/runs/,
+caches, drafts) do not count. `--reuse` (scripts/test.sh) trusts that stamp, so `run_course.sh` then
+`test.sh` executes the chapters once here, not twice; a fresh clone has no .venv stamp, so CI always runs them."""
 import argparse
 import hashlib
 import importlib.util
 import platform
 import re
 import shutil
+import subprocess
 import sys
 import tempfile
 import time
@@ -52,20 +54,44 @@ def first_error_line(exc: Exception) -> str:
     return (named or lines or [type(exc).__name__])[-1].strip()[:200]
 
 
+def tracked_files() -> list | None:
+    """Git-tracked paths under HASHED, relative to REPO (sorted); None when REPO is not a git work tree."""
+    try:
+        listed = subprocess.run(["git", "ls-files", "-z", "--", *HASHED], cwd=REPO, capture_output=True, check=True)
+    except (OSError, subprocess.CalledProcessError):
+        return None
+    return sorted({name for name in listed.stdout.decode().split("\0") if name})
+
+
+def walked_files() -> list:
+    """Every file under HASHED but caches, relative to REPO: the fallback outside a git work tree."""
+    found = []
+    for name in HASHED:
+        root = REPO / name
+        paths = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
+        found += [str(p.relative_to(REPO)) for p in paths if SKIPPED_PARTS.isdisjoint(p.relative_to(REPO).parts)]
+    return found
+
+
 def inputs_hash() -> str:
-    """Hash of the files the chapters depend on, and of the Python and torch that run them."""
+    """Hash of the files the chapters depend on (tracked ones, as they are now), and of the Python and torch."""
     import torch
 
     digest = hashlib.sha256(f"{platform.python_version()} torch {torch.__version__} "
                             f"cuda {torch.cuda.is_available()}\n".encode())
-    for name in HASHED:
-        root = REPO / name
-        files = [root] if root.is_file() else sorted(p for p in root.rglob("*") if p.is_file())
-        for path in files:
-            if SKIPPED_PARTS.isdisjoint(path.relative_to(REPO).parts):
-                digest.update(f"{path.relative_to(REPO)}\n".encode())
-                digest.update(hashlib.sha256(path.read_bytes()).digest())
+    files = tracked_files()
+    for name in walked_files() if files is None else files:
+        path = REPO / name
+        digest.update(f"{name}\n".encode())
+        # the working-tree content, so an uncommitted edit counts; a tracked file deleted counts too
+        digest.update(hashlib.sha256(path.read_bytes()).digest() if path.is_file() else b"deleted")
     return digest.hexdigest()[:16]
+
+
+def format_seconds(seconds: float) -> str:
+    """125.3 -> '2 min 5 s'; 42.0 -> '42 s'."""
+    minutes, rest = divmod(round(seconds), 60)
+    return f"{minutes} min {rest} s" if minutes else f"{rest} s"
 
 
 def stamp_path(digest: str) -> Path:
@@ -89,9 +115,11 @@ def main(argv=None) -> int:
         print(f"skipped: all {len(chapters)} chapters passed with these exact files on {stamp.read_text().strip()} "
               "(scripts/run_course.sh); run scripts/run_course.py without --reuse to run them again")
         return 0
-    failed = []
+    failed, total, began = [], len(chapters), time.perf_counter()
+    print(f"running {total} chapters, one line as each finishes", flush=True)
     with tempfile.TemporaryDirectory(prefix="nanoserve_course_") as tmp:
-        for chapter in chapters:
+        for number, chapter in enumerate(chapters, 1):
+            counter = f"[{number}/{total}]"
             copy = Path(tmp) / chapter.name
             shutil.copy(chapter, copy)
             start = time.perf_counter()
@@ -100,18 +128,20 @@ def main(argv=None) -> int:
                 nb.execute(copy, cwd=nb.CHAPTERS)
             except Exception as exc:  # report every chapter, then fail
                 failed.append(chapter.name)
-                print(f"FAIL {chapter.name} ({time.perf_counter() - start:.1f} s): {first_error_line(exc)}", flush=True)
+                print(f"{counter} FAIL {chapter.name} ({time.perf_counter() - start:.1f} s): {first_error_line(exc)}",
+                      flush=True)
             else:
-                print(f"ok   {chapter.name} ({time.perf_counter() - start:.1f} s)", flush=True)
+                print(f"{counter} ok   {chapter.name} ({time.perf_counter() - start:.1f} s)", flush=True)
                 # >>> figures hook: rewrite figures/ from this fresh run; a figure that changed fails the run
                 for problem in load_figures_tool().course_run_check(copy, chapter.name):
                     failed.append(chapter.name)
-                    print(f"FAIL {chapter.name}: {problem}", flush=True)
+                    print(f"{counter} FAIL {chapter.name}: {problem}", flush=True)
                 # <<< figures hook
+    took = format_seconds(time.perf_counter() - began)
     if failed:
-        print(f"{len(failed)} of {len(chapters)} chapters failed: {', '.join(failed)}")
+        print(f"{len(set(failed))} of {total} chapters failed in {took}: {', '.join(dict.fromkeys(failed))}")
         return 1
-    print(f"all {len(chapters)} chapters ran successfully")
+    print(f"all {total} chapters ran successfully in {took}")
     if digest == inputs_hash() and STAMP_DIR.is_dir():  # a file that changed during the run proves nothing
         for old in STAMP_DIR.glob(".nanoserve-course-ok-*"):
             old.unlink()

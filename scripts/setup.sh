@@ -7,8 +7,11 @@
 # the CUDA build (gigabytes of libraries no CPU can use). A venv holding a CUDA torch there is switched.
 # With a GPU, or on macOS (whose torch wheels have no CUDA), plain torch from the default index.
 # Idempotent: a second run with unchanged inputs and the right torch only checks imports.
+# pip's full output goes to a log; on screen, a line every PROGRESS_S seconds says what pip is doing.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+setup_start=$SECONDS
+PROGRESS_S=${NANOSERVE_SETUP_PROGRESS_S:-15}
 
 CPU_INDEX=https://download.pytorch.org/whl/cpu
 mode=user
@@ -70,18 +73,50 @@ if [[ -f "$stamp" ]] && torch_ok && installed_ok; then
   exit 0
 fi
 
-pip_install() { "$VPY" -m pip install --quiet "$@"; }
+pip_install() {  # pip_install LOG ARGS...: pip's output into LOG; its latest line on screen every PROGRESS_S s
+  local log=$1; shift
+  local begun=$SECONDS next=$((SECONDS + PROGRESS_S)) pid line
+  "$VPY" -m pip install --progress-bar off "$@" >"$log" 2>&1 &
+  pid=$!
+  while kill -0 "$pid" 2>/dev/null; do
+    sleep 1
+    if ((SECONDS >= next)); then
+      line=$(grep -E "^ *(Collecting|Downloading|Using cached|Building|Installing|Successfully|Requirement)" "$log" \
+        | tail -n 1 | sed 's/^ *//' | cut -c1-110 || true)
+      echo "set-up:   ... $((SECONDS - begun)) s: ${line:-pip is resolving}"
+      next=$((SECONDS + PROGRESS_S))
+    fi
+  done
+  wait "$pid"
+}
+
+pip_failed() {  # pip_failed WHAT LOG: one line naming what failed, then pip's last lines
+  echo "set-up: error: pip could not install $1; its last lines:" >&2
+  grep -v "^ *$" "$2" | tail -n 15 | sed 's/^/    /' >&2
+  exit 1
+}
+
+unreachable() {  # pip's log shows that an index could not be reached (network, proxy, DNS, TLS)
+  grep -qiE "NewConnectionError|ConnectTimeout|ReadTimeout|Max retries exceeded|ProxyError|SSLError|\
+name resolution|Name or service not known|Network is unreachable|Connection refused|Could not fetch URL" "$1"
+}
 
 install_cpu_torch() {
   local log; log=$(mktemp)
   echo "set-up: installing the CPU-only torch ($CPU_TORCH)"
   # a local wheel folder (pip's find-links) serves it as is; the default index has no +cpu builds
-  if pip_install "$CPU_TORCH" >"$log" 2>&1; then rm -f "$log"; return 0; fi
-  echo "set-up: no local wheel; fetching it from PyTorch's CPU wheel index ($CPU_INDEX)"
-  if pip_install --index-url "$CPU_INDEX" "$CPU_TORCH" >"$log" 2>&1; then rm -f "$log"; return 0; fi
+  if pip_install "$log" "$CPU_TORCH"; then rm -f "$log"; return 0; fi
+  echo "set-up: no local wheel; fetching it from PyTorch's CPU wheel index ($CPU_INDEX), about 200 MB"
+  if pip_install "$log" --index-url "$CPU_INDEX" "$CPU_TORCH"; then rm -f "$log"; return 0; fi
   local py; py=$("$VPY" -c "import sys; print(f'cp{sys.version_info[0]}{sys.version_info[1]}')")
   {
-    echo "set-up: error: could not install the CPU-only torch ($CPU_TORCH). pip said:"
+    # the cause first, in one line: pip's own last lines (e.g. "conflicting dependencies") come after it
+    if unreachable "$log"; then
+      echo "set-up: error: PyTorch's CPU wheel index ($CPU_INDEX) could not be reached, and no local wheel folder (PIP_FIND_LINKS) holds $CPU_TORCH"
+    else
+      echo "set-up: error: neither a local wheel folder (PIP_FIND_LINKS) nor PyTorch's CPU wheel index offers $CPU_TORCH for $py on this platform"
+    fi
+    echo "  pip's last lines, for reference:"
     grep -E "ERROR|Error" "$log" | tail -n 3 | sed 's/^/    /'
     echo "  This machine has no NVIDIA GPU, so set-up does not fall back to the CUDA build."
     echo "  Do one of these, then run the same command again:"
@@ -112,20 +147,22 @@ if ! torch_ok; then
   fi
 fi
 
+log=$(mktemp)
 if [[ "$(torch_version)" == "${CPU_TORCH#torch==}" ]]; then
-  echo "set-up: installing nanoserve[dev,course] (keeping the CPU-only torch)"
-  pip_install -c constraints-cpu.txt -e ".[dev,course]"
+  echo "set-up: installing nanoserve[dev,course] (keeping the CPU-only torch); about 150 packages"
+  pip_install "$log" -c constraints-cpu.txt -e ".[dev,course]" || pip_failed "nanoserve[dev,course]" "$log"
 elif [[ -n "$(torch_version)" ]]; then
-  echo "set-up: installing nanoserve[dev,course] (keeping the installed torch $(torch_version))"
-  pip_install -e ".[dev,course]"
+  echo "set-up: installing nanoserve[dev,course] (keeping the installed torch $(torch_version)); about 150 packages"
+  pip_install "$log" -e ".[dev,course]" || pip_failed "nanoserve[dev,course]" "$log"
 else
   echo "set-up: installing nanoserve[dev,course] with torch from the default index"
-  pip_install -e ".[dev,course]"
+  pip_install "$log" -e ".[dev,course]" || pip_failed "nanoserve[dev,course]" "$log"
 fi
+rm -f "$log"
 
 installed_ok || { echo "set-up: installation incomplete" >&2; exit 1; }
 torch_ok || { echo "set-up: torch $(torch_version) is not the build this machine needs" >&2; exit 1; }
 rm -f .venv/.nanoserve-setup-*
 touch "$stamp"
 fetch_real_model
-echo "set-up: done (torch $(torch_version))"
+echo "set-up: done in $((SECONDS - setup_start)) s (torch $(torch_version))"

@@ -1,0 +1,189 @@
+"""A new user's first hour (issue 39): set-up's messages, the course stamp, numbered lines, per-user paths, CLI mistakes."""
+import importlib.util
+import os
+import re
+import shutil
+import stat
+import subprocess
+import sys
+import textwrap
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[2]
+HAS_GIT = shutil.which("git") is not None
+
+
+# ---- set-up: progress while pip works, and the cause first when the CPU wheel cannot be fetched ----------
+UNREACHABLE_PIP = """\
+Looking in indexes: https://example.invalid/whl/cpu
+WARNING: Retrying (Retry(total=4, connect=None, read=None, redirect=None, status=None)) after connection broken by 'NewConnectionError('<pip._vendor.urllib3.connection.HTTPSConnection object>: Failed to establish a new connection: [Errno -3] Temporary failure in name resolution')': /whl/cpu/torch/
+ERROR: Cannot install torch because these package versions have conflicting dependencies.
+ERROR: ResolutionImpossible: for help visit https://pip.pypa.io/en/latest/topics/dependency-resolution/
+"""
+
+
+def fake_setup_tree(tmp_path: Path, pip_script: str) -> Path:
+    """A copy of the set-up inputs whose .venv/bin/python runs `pip_script` for `-m pip` and sees no packages."""
+    root = tmp_path / "clone"
+    (root / "scripts").mkdir(parents=True)
+    for name in ("scripts/setup.sh", "constraints-cpu.txt", "pyproject.toml"):
+        shutil.copy(REPO / name, root / name)
+    bin_dir = root / ".venv" / "bin"
+    bin_dir.mkdir(parents=True)
+    python = bin_dir / "python"
+    # -S: no site-packages, so torch and nanoserve look absent and set-up goes on to install them
+    python.write_text(textwrap.dedent(f"""\
+        #!/usr/bin/env bash
+        if [[ "$1" == -m && "$2" == pip ]]; then
+        {textwrap.indent(pip_script, "  ")}
+        fi
+        exec {sys.executable} -S "$@"
+        """))
+    python.chmod(python.stat().st_mode | stat.S_IXUSR)
+    return root
+
+
+def run_setup(root: Path, **env) -> subprocess.CompletedProcess:
+    return subprocess.run(["bash", "scripts/setup.sh", "--cpu-torch"], cwd=root, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, **env})
+
+
+def test_set_up_names_the_unreachable_cpu_index_first_in_one_line(tmp_path):
+    pip_output = tmp_path / "pip.out"
+    pip_output.write_text(UNREACHABLE_PIP)
+    root = fake_setup_tree(tmp_path, f'cat {pip_output}; exit 1')
+    done = run_setup(root)
+    assert done.returncode == 1
+    errors = done.stderr.splitlines()
+    assert "CPU wheel index" in errors[0] and "could not be reached" in errors[0] and "PIP_FIND_LINKS" in errors[0]
+    assert "Traceback" not in done.stderr
+    conflict = next(i for i, line in enumerate(errors) if "conflicting dependencies" in line)
+    assert conflict > 0  # pip's misleading line comes after the cause, as reference
+    assert any("PIP_FIND_LINKS=DIR bash scripts/setup.sh" in line for line in errors)
+
+
+def test_set_up_without_a_matching_wheel_says_so_rather_than_blaming_the_network(tmp_path):
+    pip_output = tmp_path / "pip.out"
+    pip_output.write_text("ERROR: Could not find a version that satisfies the requirement torch (from versions: none)\n")
+    root = fake_setup_tree(tmp_path, f'cat {pip_output}; exit 1')
+    done = run_setup(root)
+    assert done.returncode == 1
+    first = done.stderr.splitlines()[0]
+    assert "offers" in first and "could not be reached" not in first
+
+
+def test_set_up_prints_progress_while_pip_works(tmp_path):
+    # pip takes 4 s and says what it collects; with a 1 s interval set-up shows its latest line as it goes
+    root = fake_setup_tree(tmp_path, 'echo "Collecting torch"; sleep 2; echo "  Downloading torch-9.whl (200 MB)"; '
+                                     'sleep 2; exit 1')
+    done = run_setup(root, NANOSERVE_SETUP_PROGRESS_S="1")
+    progress = [line for line in done.stdout.splitlines() if line.startswith("set-up:   ... ")]
+    assert len(progress) >= 3
+    assert any("Downloading torch-9.whl" in line for line in progress)
+
+
+# ---- run_course.py: a stamp of the tracked inputs, numbered lines, the total time -------------------------
+def run_course_module():
+    spec = importlib.util.spec_from_file_location("run_course_under_test", REPO / "scripts" / "run_course.py")
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def git(root: Path, *args):
+    subprocess.run(["git", *args], cwd=root, check=True, capture_output=True,
+                   env={**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@t", "GIT_COMMITTER_NAME": "t",
+                        "GIT_COMMITTER_EMAIL": "t@t"})
+
+
+@pytest.fixture
+def course_repo(tmp_path, monkeypatch):
+    """A tiny git work tree with a chapter and committed benchmark results, and run_course.py pointed at it."""
+    root = tmp_path / "repo"
+    (root / "chapters").mkdir(parents=True)
+    (root / "chapters" / "00_x.ipynb").write_text("{}")
+    (root / "benchmarks" / "results").mkdir(parents=True)
+    (root / "benchmarks" / "results" / "r.json").write_text("{}")
+    (root / ".gitignore").write_text("benchmarks/runs/\n")
+    git(root, "init", "-q")
+    git(root, "add", ".")
+    git(root, "commit", "-q", "-m", "start")
+    rc = run_course_module()
+    monkeypatch.setattr(rc, "REPO", root)
+    monkeypatch.setattr(rc, "HASHED", ("chapters", "benchmarks", "pyproject.toml"))
+    return rc, root
+
+
+@pytest.mark.skipif(not HAS_GIT, reason="needs git")
+def test_a_benchmark_run_written_into_the_tree_keeps_the_course_stamp(course_repo):
+    rc, root = course_repo
+    first = rc.inputs_hash()
+    runs = root / "benchmarks" / "runs"  # the README's nanobench serve example writes here
+    runs.mkdir()
+    (runs / "cpu-smoke-2026_random_nanoserve.json").write_text('{"tok_s": 1}')
+    (root / "chapters" / "scratch.txt").write_text("not tracked")  # untracked files do not count either
+    assert rc.inputs_hash() == first
+
+
+@pytest.mark.skipif(not HAS_GIT, reason="needs git")
+def test_an_edit_to_a_tracked_file_invalidates_the_course_stamp(course_repo):
+    rc, root = course_repo
+    first = rc.inputs_hash()
+    (root / "chapters" / "00_x.ipynb").write_text('{"cells": []}')  # uncommitted: the working tree counts
+    second = rc.inputs_hash()
+    assert second != first
+    (root / "benchmarks" / "results" / "r.json").unlink()  # a tracked file deleted
+    assert rc.inputs_hash() not in (first, second)
+    (root / "pyproject.toml").write_text("")
+    before_add = rc.inputs_hash()
+    git(root, "add", "pyproject.toml")  # once tracked, it counts
+    assert rc.inputs_hash() != before_add
+
+
+def test_chapter_lines_are_numbered_and_the_run_reports_its_total_time(tmp_path, monkeypatch, capsys):
+    rc = run_course_module()
+    chapters = []
+    for name in ("00_a.ipynb", "01_b.ipynb", "02_c.ipynb"):
+        chapters.append(tmp_path / name)
+        chapters[-1].write_text("{}")
+
+    class FakeNb:
+        CHAPTERS = tmp_path
+
+        @staticmethod
+        def chapter_paths():
+            return chapters
+
+        @staticmethod
+        def execute(path, cwd):
+            if path.name == "01_b.ipynb":
+                raise RuntimeError("ValueError: broken on purpose")
+
+    class NoFigures:
+        @staticmethod
+        def course_run_check(copy, name):
+            return []
+
+    monkeypatch.setattr(rc, "load_nb_tool", lambda: FakeNb)
+    monkeypatch.setattr(rc, "load_figures_tool", lambda: NoFigures)
+    monkeypatch.setattr(rc, "inputs_hash", lambda: "0" * 16)
+    monkeypatch.setattr(rc, "STAMP_DIR", tmp_path / "no-venv")
+    assert rc.main([]) == 1
+    lines = capsys.readouterr().out.splitlines()
+    assert lines[1].startswith("[1/3] ok   00_a.ipynb")
+    assert lines[2].startswith("[2/3] FAIL 01_b.ipynb") and "broken on purpose" in lines[2]
+    assert lines[3].startswith("[3/3] ok   02_c.ipynb")
+    assert re.fullmatch(r"1 of 3 chapters failed in \d+ s: 01_b.ipynb", lines[-1])
+
+
+def test_durations_read_as_minutes_and_seconds():
+    rc = run_course_module()
+    assert rc.format_seconds(42.4) == "42 s"
+    assert rc.format_seconds(859) == "14 min 19 s"
+
+
+def test_run_course_sh_prints_the_total_time_of_the_whole_script():
+    text = (REPO / "scripts" / "run_course.sh").read_text()
+    assert "in all, set-up included" in text and "exec " not in text
