@@ -187,3 +187,61 @@ def test_durations_read_as_minutes_and_seconds():
 def test_run_course_sh_prints_the_total_time_of_the_whole_script():
     text = (REPO / "scripts" / "run_course.sh").read_text()
     assert "in all, set-up included" in text and "exec " not in text
+
+
+# ---- lab.sh: the repository root, so the README's chapters/... links are what the learner sees -------------
+def free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("jupyterlab") is None, reason="needs jupyterlab")
+def test_lab_sh_serves_the_repository_root_and_opens_the_tour(tmp_path):
+    import json
+    import signal
+    import time
+    import urllib.request
+
+    root = tmp_path / "clone"
+    (root / "scripts").mkdir(parents=True)
+    (root / "chapters").mkdir()
+    shutil.copy(REPO / "scripts" / "lab.sh", root / "scripts" / "lab.sh")
+    (root / "scripts" / "setup.sh").write_text("echo 'set-up: .venv is up to date'\n")  # set-up is tested above
+    shutil.copy(REPO / "chapters" / "00_tour.ipynb", root / "chapters" / "00_tour.ipynb")
+    (root / ".venv" / "bin").mkdir(parents=True)
+    jupyter = root / ".venv" / "bin" / "jupyter"
+    jupyter.write_text(f'#!/usr/bin/env bash\nshift\nexec {sys.executable} -m jupyterlab "$@"\n')  # `jupyter lab ...`
+    jupyter.chmod(0o755)
+    port, token = free_port(), "first-hour"
+    log = (tmp_path / "lab.log").open("w")
+    proc = subprocess.Popen(["bash", "scripts/lab.sh", "--no-browser", f"--port={port}",
+                             f"--IdentityProvider.token={token}", "--LabApp.check_for_updates_class="
+                             "jupyterlab.NeverCheckForUpdate"], cwd=root, stdout=log, stderr=subprocess.STDOUT,
+                            start_new_session=True, env={**os.environ, "JUPYTER_RUNTIME_DIR": str(tmp_path / "rt")})
+    try:
+        def get(path):
+            request = urllib.request.Request(f"http://127.0.0.1:{port}{path}",
+                                             headers={"Authorization": f"token {token}"})
+            with urllib.request.urlopen(request, timeout=10) as reply:
+                return json.loads(reply.read())
+
+        deadline = time.monotonic() + 120
+        while True:
+            try:
+                listing = get("/api/contents?content=1")
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise AssertionError((tmp_path / "lab.log").read_text()[-2000:])
+                time.sleep(0.5)
+        assert {"chapters", "scripts"} <= {item["name"] for item in listing["content"]}
+        assert get("/api/contents/chapters/00_tour.ipynb?content=0")["type"] == "notebook"
+    finally:
+        os.killpg(proc.pid, signal.SIGTERM)
+        proc.wait(timeout=30)
+        log.close()
+    said = (tmp_path / "lab.log").read_text()
+    assert "opens chapters/00_tour.ipynb" in said
