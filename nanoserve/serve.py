@@ -7,7 +7,7 @@ __all__ = ['USAGE', 'serve_parser', 'server_limits', 'engine_kwargs', 'missing_s
 import argparse
 import sys
 
-from nanoserve.entrypoints.limits import DEFAULT_MAX_BODY_BYTES, ServerLimits
+from nanoserve.entrypoints.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_N, ServerLimits
 
 USAGE = """usage: nanoserve <command> ...   (nanoserve --version: the installed version)
 
@@ -68,7 +68,8 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
                    help="larger bodies get a 413 before they are read (default 4 MiB)")
     g.add_argument("--max-prompt-chars", type=int, default=None,
                    help="longer text prompts are refused before tokenizing (default: max_model_len x the longest token)")
-    g.add_argument("--max-n", type=int, default=None, help="most choices per request (default: --max-num-seqs)")
+    g.add_argument("--max-n", type=int, default=DEFAULT_MAX_N,
+                   help="most choices (n) per request; beyond --max-num-seqs they run in waves (default 128)")
     g.add_argument("--chat-template-timeout", type=float, default=5.0,
                    help="seconds a chat template may render before its process is killed (default 5)")
     g.add_argument("--trust-request-chat-template", action="store_true",

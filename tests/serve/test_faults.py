@@ -43,9 +43,22 @@ def small(start_server):
 def test_huge_n_is_refused_at_once_naming_n(server):
     start = time.monotonic()
     assert_error(post(server, "/v1/completions", {**COMPLETION, "n": 10**9}, timeout=10), 400, "n")
-    assert_error(post(server, "/v1/chat/completions", {**CHAT, "n": 17}, timeout=10), 400, "n")
+    assert_error(post(server, "/v1/chat/completions", {**CHAT, "n": 129}, timeout=10), 400, "n")  # over --max-n
     assert time.monotonic() - start < 5
     assert httpx.get(server + "/health", timeout=5, trust_env=False).status_code == 200
+
+
+def test_n_beyond_max_num_seqs_runs_in_waves(server):
+    """n=40 on a server with 16 seats: every choice comes back, and a seeded request repeats itself."""
+    body = {"model": MODEL_NAME, "prompt": "Count", "max_tokens": 4, "n": 40, "temperature": 1.0, "seed": 9,
+            "ignore_eos": True}
+    first = post(server, "/v1/completions", body)
+    assert first.status_code == 200, first.text
+    choices = first.json()["choices"]
+    assert sorted(c["index"] for c in choices) == list(range(40))
+    assert first.json()["usage"]["completion_tokens"] == 160
+    again = post(server, "/v1/completions", body).json()["choices"]
+    assert {c["index"]: c["text"] for c in again} == {c["index"]: c["text"] for c in choices}
 
 
 def test_n_and_max_tokens_are_bounded_by_the_configured_limits(small):
@@ -228,3 +241,6 @@ def test_min_tokens_with_only_banned_allowed_tokens_is_refused(server):
     body = {**COMPLETION, "ignore_eos": False, "min_tokens": 2, "allowed_token_ids": [151645]}  # <|im_end|>: EOS
     assert_error(post(server, "/v1/completions", body), 400, "allowed_token_ids")
     assert post(server, "/v1/completions", {**body, "ignore_eos": True}).status_code == 200
+    stops = {**COMPLETION, "min_tokens": 2, "allowed_token_ids": [5, 9], "stop_token_ids": [5, 9]}
+    error = assert_error(post(server, "/v1/completions", stops), 400, "allowed_token_ids")
+    assert "min_tokens" in error["message"]
