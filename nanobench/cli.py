@@ -17,7 +17,8 @@ from pathlib import Path
 from tqdm.auto import tqdm
 
 from nanobench.checks import (CPU_TOKEN_LIMIT, SMOKE_MODEL_NAME, BenchArgumentError, cpu_smoke_argv,
-                                    model_config, run_problems, smoke_model_dir, smoke_root, workload_sizes)
+                                    cannot_write, model_config, run_problems, smoke_model_dir, smoke_root,
+                                    workload_sizes)
 from nanobench.engine_base import has_tokenizer_files
 from nanobench.engines import ENGINES, make_engine
 from nanobench.floor import measure_gpu_rates
@@ -76,7 +77,8 @@ def run_parser() -> argparse.ArgumentParser:
                     "A first try on any machine: python -m nanobench --preset cpu-smoke",
         epilog=f"subcommands (python -m nanobench SUBCOMMAND -h for each):\n{listing}")
     p.add_argument("--preset", choices=sorted(PRESETS),
-                   help="cpu-smoke: nanoserve on a tiny random model (built once in the temp dir), a small "
+                   help="cpu-smoke: nanoserve on a tiny random model (built once in $NANOSERVE_CACHE, else "
+                        "~/.cache/nanoserve), a small "
                         "workload, CPU, progress bar; flags given with it win")
     p.add_argument("--engine", choices=ENGINES, help="required unless --preset")
     p.add_argument("--workload", help=f"comma list of {', '.join(WORKLOADS)}; required unless --preset")
@@ -201,6 +203,9 @@ def run_benchmark(argv) -> list:
     label = SMOKE_LABEL if _is_smoke(args) else "gpu"
     config = model_config(args.model) if Path(args.model).is_dir() else {}  # a hub id: the engine checks it
     problems = run_problems(args, workloads, batch_sizes, config, on_cpu=label == SMOKE_LABEL)
+    unwritable = cannot_write(args.out)  # found before minutes of work, not when the first result is saved
+    if unwritable:
+        problems.append(f"--out {args.out}: cannot write there ({unwritable}): pass --out with a folder you can write")
     if problems:
         raise BenchArgumentError("\n".join(problems))
     show_progress = sys.stderr.isatty() if args.progress is None else args.progress
@@ -327,8 +332,25 @@ def build_model(config_path, out_dir, tokenizer_from=None, with_tokenizer: bool 
 
 
 def main(argv=None) -> int:
-    """Entry point of `python -m nanobench`."""
+    """Entry point of `python -m nanobench`: a user's mistake is one line and a non-zero exit, not a traceback."""
     argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _dispatch(argv)
+    except BenchArgumentError as err:  # a mistake in the flags: say which, without a traceback
+        for line in str(err).splitlines():
+            print(f"python -m nanobench: error: {line}", file=sys.stderr)
+        return 2
+    except OSError as err:  # a file or folder that cannot be read or written, a server that cannot be reached
+        where = f": {err.filename}" if getattr(err, "filename", None) else ""
+        print(f"python -m nanobench: error: {err.strerror or err}{where}", file=sys.stderr)
+        return 1
+    except ValueError as err:  # e.g. a model that cannot be found or loaded: the engine's own one paragraph
+        print(f"python -m nanobench: error: {err}", file=sys.stderr)
+        return 1
+
+
+def _dispatch(argv: list) -> int:
+    """Run the subcommand `argv` names (a benchmark run when it names none)."""
     command = argv[0] if argv else ""
     if command == "serve":  # appendix A6: the online benchmark of a running OpenAI-compatible server
         from nanobench.serve import main as serve_main
@@ -393,13 +415,5 @@ def main(argv=None) -> int:
         p.add_argument("out")
         print(build_qwen3_tokenizer(p.parse_args(argv[1:]).out))
         return 0
-    try:
-        run_benchmark(argv)
-    except BenchArgumentError as err:  # a mistake in the flags: say which, without a traceback
-        for line in str(err).splitlines():
-            print(f"python -m nanobench: error: {line}", file=sys.stderr)
-        return 2
-    except ValueError as err:  # e.g. a model that cannot be found or loaded: the engine's own one paragraph
-        print(f"python -m nanobench: error: {err}", file=sys.stderr)
-        return 1
+    run_benchmark(argv)
     return 0

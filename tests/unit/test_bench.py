@@ -1,7 +1,6 @@
 """The benchmark harness: workloads, floor, results files, report, bundles, and a tiny end-to-end run."""
 import json
 import random
-import tempfile
 import time
 
 import pytest
@@ -356,12 +355,12 @@ def test_the_smoke_model_is_built_once_and_reused(tmp_path):
 
 
 def test_cpu_smoke_preset_runs_quickly_with_a_progress_bar(tmp_path, monkeypatch, capsys):
-    monkeypatch.setattr(tempfile, "tempdir", str(tmp_path))  # the preset's model and results go here
+    monkeypatch.setenv("NANOSERVE_CACHE", str(tmp_path))  # the preset's model and results go here
     start = time.perf_counter()
     paths = run_benchmark(["--preset", "cpu-smoke"])
     elapsed = time.perf_counter() - start
     assert elapsed < 90, f"the cpu-smoke preset took {elapsed:.0f} s"
-    assert [p.parent for p in paths] == [tmp_path / "nanoserve-cpu-smoke" / "results"] * 2
+    assert [p.parent for p in paths] == [tmp_path / "cpu-smoke" / "results"] * 2
     results = {r["workload"]: r for r in load_results(paths[0].parent)}
     assert set(results) == {"random", "latency"}
     assert results["random"]["label"] == "cpu-smoke" and results["random"]["metrics"]["complete"]

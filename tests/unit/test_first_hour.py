@@ -245,3 +245,82 @@ def test_lab_sh_serves_the_repository_root_and_opens_the_tour(tmp_path):
         log.close()
     said = (tmp_path / "lab.log").read_text()
     assert "opens chapters/00_tour.ipynb" in said
+
+
+# ---- nanobench: per-user paths, and a folder it cannot write is one line -----------------------------------
+def test_the_cpu_smoke_preset_lives_in_this_users_cache(monkeypatch, tmp_path):
+    import tempfile
+
+    from nanobench.checks import cache_dir, smoke_root
+
+    monkeypatch.delenv("NANOSERVE_CACHE", raising=False)
+    monkeypatch.delenv("XDG_CACHE_HOME", raising=False)
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
+    assert smoke_root() == tmp_path / "home" / ".cache" / "nanoserve" / "cpu-smoke"
+    assert not str(smoke_root()).startswith(tempfile.gettempdir() + os.sep + "nanoserve")
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert cache_dir() == tmp_path / "xdg" / "nanoserve"
+    monkeypatch.setenv("NANOSERVE_CACHE", str(tmp_path / "mine"))
+    assert smoke_root() == tmp_path / "mine" / "cpu-smoke"
+
+
+def blocked_cache(tmp_path) -> Path:
+    """A cache path no one can write, root included: it runs through a regular file."""
+    (tmp_path / "a-file").write_text("")
+    return tmp_path / "a-file" / "cache"
+
+
+def test_a_cache_it_cannot_write_is_one_line_and_exit_2(tmp_path, monkeypatch, capsys):
+    import nanobench.cli as bench
+
+    monkeypatch.setenv("NANOSERVE_CACHE", str(blocked_cache(tmp_path)))
+    assert bench.main(["--preset", "cpu-smoke"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "Traceback" not in err
+    assert err.startswith("python -m nanobench: error: the cpu-smoke preset cannot write its model into ")
+    assert "NANOSERVE_CACHE" in err
+
+
+def test_another_users_folder_is_reported_as_permission_denied(tmp_path, monkeypatch, capsys):
+    # a folder the current user cannot write (mode bits do not stop root, so the refusal is simulated)
+    import tempfile
+
+    import nanobench.cli as bench
+
+    def refuse(*args, **kwargs):
+        raise PermissionError(13, "Permission denied")
+
+    monkeypatch.setenv("NANOSERVE_CACHE", str(tmp_path / "theirs"))
+    monkeypatch.setattr(tempfile, "TemporaryFile", refuse)
+    assert bench.main(["--preset", "cpu-smoke"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "(Permission denied)" in err
+
+
+def test_an_out_folder_it_cannot_write_is_refused_before_any_engine_is_built(tmp_path, capsys):
+    import nanobench.cli as bench
+
+    out = blocked_cache(tmp_path)
+    rc = bench.main(["--engine", "nanoserve", "--workload", "random", "--model", str(tmp_path / "model"),
+                     "--out", str(out), "--device", "cpu", "--num-requests", "2"])
+    said = capsys.readouterr()
+    err = said.err
+    assert rc == 2 and "[bench]" not in said.out  # no engine was built
+    assert err == (f"python -m nanobench: error: --out {out}: cannot write there ({tmp_path / 'a-file'} is a file, "
+                   "not a folder): pass --out with a folder you can write\n")
+
+
+def test_a_subcommand_given_a_missing_file_is_one_line_and_exit_1(tmp_path, capsys):
+    import nanobench.cli as bench
+
+    assert bench.main(["unpack", str(tmp_path / "no-such-bundle.json")]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "No such file or directory" in err and "Traceback" not in err
+
+
+def test_python_m_nanobench_as_a_second_user_prints_no_traceback(tmp_path):
+    env = {**os.environ, "NANOSERVE_CACHE": str(blocked_cache(tmp_path))}
+    done = subprocess.run([sys.executable, "-m", "nanobench", "--preset", "cpu-smoke"], capture_output=True,
+                          text=True, env=env, cwd=tmp_path, timeout=120)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
