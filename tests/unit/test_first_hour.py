@@ -324,3 +324,60 @@ def test_python_m_nanobench_as_a_second_user_prints_no_traceback(tmp_path):
                           text=True, env=env, cwd=tmp_path, timeout=120)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert len(done.stderr.strip().splitlines()) == 1
+
+
+# ---- nanoserve serve: every mistake a user can make is one line and a non-zero exit -----------------------
+def nanoserve(*argv, timeout=120) -> subprocess.CompletedProcess:
+    env = {**os.environ, "HF_HUB_OFFLINE": "1"}
+    return subprocess.run([sys.executable, "-m", "nanoserve.serve", *argv], capture_output=True, text=True,
+                          env=env, timeout=timeout)
+
+
+def one_error_line(done: subprocess.CompletedProcess) -> str:
+    lines = done.stderr.strip().splitlines()
+    assert len(lines) == 1 and "Traceback" not in done.stderr, done.stderr[-2000:]
+    return lines[0]
+
+
+needs_serve = pytest.mark.skipif(importlib.util.find_spec("uvicorn") is None, reason="needs the serve extra")
+
+
+@needs_serve
+def test_serve_with_a_model_path_that_does_not_exist_is_one_line(tmp_path):
+    done = nanoserve("serve", str(tmp_path / "no-such" / "model"), "--port", "0")
+    assert done.returncode == 1
+    line = one_error_line(done)
+    assert line.startswith("nanoserve serve: error: cannot find model ") and "no-such" in line
+
+
+@needs_serve
+def test_serve_on_a_taken_port_is_one_line_before_the_model_loads(tmp_path):
+    import socket
+    import time
+
+    with socket.socket() as holder:
+        holder.bind(("127.0.0.1", 0))
+        holder.listen()
+        port = holder.getsockname()[1]
+        start = time.monotonic()
+        done = nanoserve("serve", str(tmp_path / "never-loaded"), "--port", str(port))
+    assert done.returncode == 1
+    assert one_error_line(done) == (f"nanoserve serve: error: cannot listen on 127.0.0.1:{port} (Address already in "
+                                    "use): pass --port with a free port (another server may hold this one) or a "
+                                    "--host of this machine")
+    assert time.monotonic() - start < 60
+
+
+@needs_serve
+def test_serve_with_a_chat_template_file_that_does_not_exist_is_one_line(tmp_path):
+    done = nanoserve("serve", str(tmp_path / "m"), "--port", "0", "--chat-template", str(tmp_path / "t.jinja"))
+    assert done.returncode == 1
+    assert one_error_line(done).startswith(f"nanoserve serve: error: --chat-template {tmp_path / 't.jinja'}: ")
+
+
+@pytest.mark.parametrize("argv", [["serve", "m", "--port", "70000"], ["serve", "m", "--max-num-seqs", "many"],
+                                  ["serve", "m", "--no-such-flag"], ["serve"]])
+def test_serve_with_bad_flags_is_a_usage_error(argv):
+    done = nanoserve(*argv)
+    assert done.returncode == 2 and "Traceback" not in done.stderr
+    assert done.stderr.strip().splitlines()[-1].startswith("nanoserve serve: error: ")
