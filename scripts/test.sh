@@ -18,7 +18,7 @@ failed=()
 echo "== notebooks vs package [$(took)]"
 "$VPY" tools/nb.py check || failed+=("nb.py check")
 
-echo "== static chapter checks"
+echo "== static chapter checks [$(took)]"
 "$VPY" tools/nb.py static || failed+=("nb.py static")
 
 echo "== every chapter top to bottom, as JupyterLab's Run All runs it (no cell skipped) [$(took)]"
