@@ -381,3 +381,84 @@ def test_serve_with_bad_flags_is_a_usage_error(argv):
     done = nanoserve(*argv)
     assert done.returncode == 2 and "Traceback" not in done.stderr
     assert done.stderr.strip().splitlines()[-1].startswith("nanoserve serve: error: ")
+
+
+# ---- the README: where to start, distinct ports, per-user paths, what test.sh does -----------------------
+README = (REPO / "README.md").read_text()
+
+
+def test_readme_says_where_to_start_after_set_up():
+    start = next(p for p in README.split("\n\n") if p.startswith("**Start here"))
+    assert "bash scripts/lab.sh" in start and "chapters/00_tour.ipynb" in start
+
+
+def test_readme_chapter_links_are_paths_from_the_root_lab_sh_serves():
+    links = re.findall(r"\]\((chapters/[^)]+\.ipynb)\)", README)
+    assert len(links) >= 25
+    assert all((REPO / link).is_file() for link in links)
+    assert "--ServerApp.root_dir=\"$PWD\"" in (REPO / "scripts" / "lab.sh").read_text()
+
+
+def test_readme_serves_the_book_and_nanoserve_on_different_ports():
+    book = re.findall(r"http\.server -d build/book/html -b 127\.0\.0\.1 (\d+)", README)
+    served = set(re.findall(r"nanoserve serve .*--port (\d+)", README))
+    clients = set(re.findall(r"(?:base_url=\"|--base-url )http://127\.0\.0\.1:(\d+)", README))
+    assert book and served and not set(book) & served
+    assert clients == served  # the OpenAI client and nanobench serve talk to the server started above
+
+
+def test_readme_writes_no_fixed_path_in_the_shared_temp_dir():
+    assert "gettempdir()" not in README and "/tmp/" not in README
+
+
+def test_readme_describes_the_book_stage_of_test_sh():
+    described = next(p for p in README.split("\n\n") if "`test.sh` checks that" in p)
+    assert "build_book.sh" in described and "Sphinx" in described
+
+
+def offline_snippet() -> str:
+    return next(block for block in re.findall(r"```python\n(.*?)```", README, flags=re.S)
+                if "make_tiny_checkpoint" in block)
+
+
+def test_readme_offline_snippet_writes_into_the_users_own_cache(tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run([sys.executable, "-c", offline_snippet()], capture_output=True, text=True, timeout=300,
+                          cwd=tmp_path, env={**os.environ, "HOME": str(home), "HF_HUB_OFFLINE": "1"})
+    assert done.returncode == 0, done.stderr[-2000:]
+    model = home / ".cache" / "nanoserve" / "tiny-qwen3"
+    assert f"checkpoint: {model}" in done.stdout and (model / "config.json").is_file()
+
+
+# ---- test.sh: every stage runs, each header gives the time so far, the last line the total ----------------
+def stub_test_tree(tmp_path: Path, python_body: str) -> Path:
+    """scripts/test.sh with stand-ins for set-up, the venv's python and the book build."""
+    root = tmp_path / "clone"
+    (root / "scripts").mkdir(parents=True)
+    shutil.copy(REPO / "scripts" / "test.sh", root / "scripts" / "test.sh")
+    (root / "scripts" / "setup.sh").write_text("echo 'set-up: .venv is up to date'\n")
+    (root / "scripts" / "build_book.sh").write_text("echo 'build_book: 25 chapter pages'\n")
+    (root / ".venv" / "bin").mkdir(parents=True)
+    python = root / ".venv" / "bin" / "python"
+    python.write_text(f"#!/usr/bin/env bash\n{python_body}\n")
+    python.chmod(0o755)
+    return root
+
+
+def test_test_sh_reports_each_stage_and_its_total_time(tmp_path):
+    root = stub_test_tree(tmp_path, 'echo "python $*"; exit 0')
+    done = subprocess.run(["bash", "scripts/test.sh"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stdout + done.stderr
+    headers = [line for line in done.stdout.splitlines() if line.startswith("== ")]
+    assert len(headers) == 5 and all(re.search(r"\[\d+ s\]$", h) for h in headers)
+    assert any("the book" in h for h in headers)
+    assert re.fullmatch(r"test\.sh: all checks passed in \d+ s, set-up included", done.stdout.splitlines()[-1])
+
+
+def test_test_sh_runs_every_stage_and_names_the_ones_that_failed(tmp_path):
+    root = stub_test_tree(tmp_path, '[[ "$*" == *run_course.py* ]] && exit 1; exit 0')
+    done = subprocess.run(["bash", "scripts/test.sh"], cwd=root, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 1
+    assert "== pytest" in done.stdout  # the stages after the failed one still ran
+    assert re.fullmatch(r"test\.sh: FAILED after \d+ s: run_course\.py", done.stdout.splitlines()[-1])
