@@ -111,6 +111,16 @@ SOLUTIONS = {"05.6": StepScheduler, "05.1": PrefillFirstScheduler, "05.4": recom
 WRONG = {"05.6": AdmitFirstScheduler, "05.1": MixedScheduler, "05.4": recompute_tokens_wrong}
 
 EXPLANATIONS = {
+    "05.1": (
+        "Measured with section 6's policy_latency on the busy workload (roomy pool):\n"
+        "  policy                 steps  mean steps to 1st token  longest gap between tokens\n"
+        "  mixed, decode first       86                      9.2                           1\n"
+        "  prefill first            104                     15.2                           3\n"
+        "Prefill-first is worse on all three. A prefill-only step leaves budget unused when the waiting\n"
+        "prompts are short, and the decodes it holds back need steps of their own, so the workload takes\n"
+        "more steps. The running requests finish later, so a new prompt waits longer for one of the\n"
+        "max_num_seqs=8 running places, and its first token comes later too. And a decoding request\n"
+        "waits through every prefill step, so its stream stalls for up to 3 steps."),
     "05.2": (
         "A watermark makes admission leave `w` blocks free: in `_admit`, refuse when\n"
         "`need > num_free_blocks - watermark`. In the tight pool the running decodes then find a free\n"
