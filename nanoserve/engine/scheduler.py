@@ -4,7 +4,7 @@ __all__ = ['SchedulerConfig', 'ScheduledBatch', 'check_stop', 'check_admissible'
            'num_tokens_to_schedule', 'SchedulerQueues', 'Scheduler']
 
 
-# %% chapters/05_scheduler.ipynb #c019
+# %% chapters/05_scheduler.ipynb #c021
 import bisect
 from collections import deque
 from dataclasses import dataclass, field
@@ -64,7 +64,7 @@ class ScheduledBatch:
         return [s for s, x in zip(self.seqs, self.samples) if x]
 
 
-# %% chapters/05_scheduler.ipynb #c021
+# %% chapters/05_scheduler.ipynb #c023
 def check_stop(seq: Sequence, max_model_len: int) -> str | None:
     """After a token was appended: "stop" (EOS or a stop token, once min_tokens are out), "length", or None."""
     params, num_output = seq.params, len(seq.token_ids) - seq.num_prompt_tokens
@@ -80,7 +80,7 @@ def check_stop(seq: Sequence, max_model_len: int) -> str | None:
     return None
 
 
-# %% chapters/05_scheduler.ipynb #c023
+# %% chapters/05_scheduler.ipynb #c025
 def check_admissible(seq: Sequence, config: SchedulerConfig, block_manager) -> None:
     """Raise TypeError/ValueError unless `seq` is a fresh Sequence that fits the model and the whole cache."""
     if not isinstance(seq, Sequence):
@@ -100,7 +100,7 @@ def check_admissible(seq: Sequence, config: SchedulerConfig, block_manager) -> N
             f"has {block_manager.num_blocks}")
 
 
-# %% chapters/05_scheduler.ipynb #c025
+# %% chapters/05_scheduler.ipynb #c027
 def match_prefix(block_manager, seq: Sequence) -> int | None:
     """Give a fresh sequence the cached blocks of its longest known prefix; return hit tokens
     (None when no lookup was made: no prefix cache, or the sequence already holds blocks)."""
@@ -123,7 +123,7 @@ def release_prefix(block_manager, seq: Sequence, hits: int | None) -> None:
     seq.num_computed_tokens = seq.num_cached_tokens = 0
 
 
-# %% chapters/05_scheduler.ipynb #c027
+# %% chapters/05_scheduler.ipynb #c029
 def num_tokens_to_schedule(seq: Sequence, budget: int, pending_decodes: int) -> int:
     """Tokens of running `seq` to compute now; `pending_decodes` counts the decodes after it in the step."""
     remaining = seq.num_tokens - seq.num_computed_tokens
@@ -134,7 +134,7 @@ def num_tokens_to_schedule(seq: Sequence, budget: int, pending_decodes: int) -> 
     return min(remaining, budget - pending_decodes)
 
 
-# %% chapters/05_scheduler.ipynb #c029
+# %% chapters/05_scheduler.ipynb #c031
 class SchedulerQueues:
     """Waiting and running queues over a block manager: `add`, then `update` after each step, `finish`."""
 
@@ -224,7 +224,7 @@ class SchedulerQueues:
         seq.finish_reason = reason
 
 
-# %% chapters/05_scheduler.ipynb #c032
+# %% chapters/05_scheduler.ipynb #c034
 class Scheduler(SchedulerQueues):
     """The scheduling policy over `SchedulerQueues`: one `schedule()` + `update()` per step."""
 

@@ -3,7 +3,7 @@
 __all__ = ['SequenceStatus', 'check_token_ids', 'Sequence']
 
 
-# %% chapters/05_scheduler.ipynb #c007
+# %% chapters/05_scheduler.ipynb #c009
 import enum
 
 from nanoserve.checks import check_int, is_int
@@ -34,7 +34,7 @@ def check_token_ids(token_ids) -> list:
     return ids
 
 
-# %% chapters/05_scheduler.ipynb #c009
+# %% chapters/05_scheduler.ipynb #c011
 class Sequence:
     """A prompt plus the tokens generated so far, with its KV-cache bookkeeping and its stop rules."""
 
