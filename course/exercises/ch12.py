@@ -16,7 +16,10 @@ def check_lanes_and_pieces(lanes_and_pieces) -> str:
     return "the same counts plan_mixed_layout produces"
 
 
-def counted_empty_blocks(q_lens, bucket, slots, heads, tile=128) -> int:
+TILE = 64  # query rows per thread block of flash-attn 2's varlen kernel when it is given a block table (split-KV)
+
+
+def counted_empty_blocks(q_lens, bucket, slots, heads, tile=TILE) -> int:
     """Walk the naive grid (row tile, sequence slot, head) and count the blocks whose tile holds no query row."""
     lens = list(q_lens) + [0] * (slots - len(q_lens))  # padding slots have no rows
     empty = 0
@@ -35,7 +38,7 @@ def check_empty_blocks(empty_blocks) -> str:
         got, want = empty_blocks(list(case[0]), *case[1:]), counted_empty_blocks(*case)
         if got != want:
             raise AssertionError(f"empty_blocks{case} = {got!r}, but walking the grid finds a different count: "
-                                 "a sequence of q rows has work in ceil(q / 128) row tiles, for every head")
+                                 f"a sequence of q rows has work in ceil(q / {TILE}) row tiles, for every head")
     return "your count matches a walk over the whole grid"
 
 

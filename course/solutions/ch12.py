@@ -14,15 +14,18 @@ def lanes_and_pieces_floor(q_lens, piece_len):
     return sum(1 for n in q_lens if n == 1), sum(max(1, n // piece_len) for n in q_lens if n > 1)
 
 
+TILE = 64  # query rows per thread block of flash-attn 2's paged varlen (split-KV) kernel
+
+
 def empty_blocks(q_lens, bucket, slots, heads):
-    """Every block of the grid minus those with work: ceil(q / 128) row tiles per sequence, per head."""
-    total = -(-bucket // 128) * slots * heads
-    return total - heads * sum(-(-q // 128) for q in q_lens)
+    """Every block of the grid minus those with work: ceil(q / 64) row tiles per sequence, per head."""
+    total = -(-bucket // TILE) * slots * heads
+    return total - heads * sum(-(-q // TILE) for q in q_lens)
 
 
 def empty_blocks_one_tile_each(q_lens, bucket, slots, heads):
     """A typical mistake: giving every sequence one row tile of work, however long its chunk."""
-    return -(-bucket // 128) * slots * heads - heads * len(q_lens)
+    return -(-bucket // TILE) * slots * heads - heads * len(q_lens)
 
 
 SOLUTIONS = {"12.1": lanes_and_pieces, "12.3": empty_blocks}

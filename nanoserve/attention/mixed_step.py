@@ -12,7 +12,7 @@ import torch
 from nanoserve.attention.batch import AttentionBatch
 from nanoserve.attention.paged_decode import GraphPlan, pick_bucket, stage_tables
 
-PIECE_LEN = 128  # query rows per attention piece: one flash-attn tile of rows
+PIECE_LEN = 128  # query rows per attention piece: two of flash-attn 2's 64-row tiles in its paged varlen kernel
 
 
 @dataclasses.dataclass
