@@ -92,4 +92,27 @@ def check_paged_decode(paged_decode) -> str:
             "decode scenario runs on it")
 
 
-CHECKS = {"08.1": check_merge_partials, "08.2": check_kv_bytes_read, "08.5": check_paged_decode}
+def check_fresh_prefill(fresh_prefill) -> str:
+    """08.4: a step is a fresh prefill when no sequence has cached tokens, decided from host tensors."""
+    from nanoserve.engine.model_runner import build_step_inputs
+
+    cases = {  # name: (token chunks, cached tokens before each chunk, expected)
+        "two fresh prompts": ([[5, 6, 7], [8, 9]], [0, 0], True),
+        "one fresh prompt": ([[5, 6, 7, 8]], [0], True),
+        "a prefix hit (256 cached tokens, then 3 new)": ([[5, 6, 7], [8, 9]], [256, 0], False),
+        "a later chunk of a long prompt": ([[5, 6, 7]], [300], False),
+        "a decode step": ([[5], [6]], [40, 7], False),
+        "a fresh prompt beside a decode": ([[5, 6, 7], [8]], [0, 12], False),
+    }
+    for name, (chunks, starts, want) in cases.items():
+        tables = [list(range(2 * i, 2 * i + 2)) for i in range(len(chunks))]
+        step = build_step_inputs(chunks, starts, tables, [True] * len(chunks), block_size=256)
+        got = fresh_prefill(step)
+        if got is not want and got != want:
+            raise AssertionError(f"fresh_prefill on {name} returned {got!r}, expected {want}: a sequence has cached "
+                                 "tokens when its context (cu_seqlens_k) is longer than its new tokens (cu_seqlens_q)")
+    return "your test tells fresh prefills from every other step, on the host"
+
+
+CHECKS = {"08.1": check_merge_partials, "08.2": check_kv_bytes_read, "08.4": check_fresh_prefill,
+          "08.5": check_paged_decode}
