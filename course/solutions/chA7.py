@@ -1,7 +1,7 @@
 """Written answers to appendix A7's exercises (checkpoint loading, GGUF)."""
 import numpy as np
 
-__all__ = ["EXPLANATIONS", "SOLUTIONS"]
+__all__ = ["EXPLANATIONS", "SOLUTIONS", "WRONG"]
 
 EXPLANATIONS = {
     "A7.1": (
@@ -29,3 +29,14 @@ def q4_1_block(raw: np.ndarray) -> np.ndarray:
 
 
 SOLUTIONS = {"A7.3": q4_1_block}
+
+
+def q4_1_block_interleaved(raw: np.ndarray) -> np.ndarray:
+    """A typical mistake: each byte's two nibbles taken as neighbours (0, 1), not as weights i and i + 16."""
+    d = raw[0:2].view(np.float16)[0].astype(np.float32)
+    m = raw[2:4].view(np.float16)[0].astype(np.float32)
+    q = np.stack([raw[4:] & 0x0F, raw[4:] >> 4], axis=1).reshape(-1).astype(np.float32)
+    return d * q + m
+
+
+WRONG = {"A7.3": q4_1_block_interleaved}
