@@ -8,6 +8,9 @@ _LAZY = {
     "SamplingParams": "nanoserve.sampling",
     "RequestOutput": "nanoserve.outputs",
     "CompletionOutput": "nanoserve.outputs",
+    "RequestOutputKind": "nanoserve.outputs",
+    "TextPrompt": "nanoserve.engine.input_processor",
+    "TokensPrompt": "nanoserve.engine.input_processor",
     "LLMEngine": "nanoserve.engine.engine",
     "StructuredOutputsParams": "nanoserve.structured",
 }
@@ -16,8 +19,9 @@ __all__ = ["__version__", *_LAZY]
 
 if TYPE_CHECKING:  # type checkers and IDEs see the real classes; at run time they load on first use
     from nanoserve.engine.engine import LLMEngine
+    from nanoserve.engine.input_processor import TextPrompt, TokensPrompt
     from nanoserve.llm import LLM
-    from nanoserve.outputs import CompletionOutput, RequestOutput
+    from nanoserve.outputs import CompletionOutput, RequestOutput, RequestOutputKind
     from nanoserve.sampling import SamplingParams
     from nanoserve.structured import StructuredOutputsParams
 

@@ -292,7 +292,7 @@ def check_conversations(messages) -> list:
 
 
 def _check_message(m, where: str) -> dict:
-    """A copy of one message with its content as a string; errors name the message and field."""
+    """A copy of one message with its content as a string (missing or None: ""); errors name the message and field."""
     if not isinstance(m, dict):
         raise TypeError(f"{where} must be a dict with 'role' and 'content', got {type(m).__name__}")
     role = m.get("role")
@@ -302,12 +302,9 @@ def _check_message(m, where: str) -> dict:
     tool_calls = m.get("tool_calls")
     if tool_calls is not None:
         _check_tool_calls(tool_calls, role, where)
-    if content is None:
-        if role == "assistant" and tool_calls:
-            return dict(m)  # OpenAI's shape: an assistant turn that only calls tools
-        raise ValueError(f"{where}: 'content' is missing or None; OpenAI allows that only for an assistant "
-                         "message with tool_calls")
-    if isinstance(content, (list, tuple)):
+    if content is None:  # vLLM's reading: no content is empty content (an assistant turn that only calls tools)
+        content = ""
+    elif isinstance(content, (list, tuple)):
         texts = []
         for j, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):

@@ -77,10 +77,9 @@ def test_reasoning_of_earlier_turns_is_dropped(tok):
         "<|im_start|>user\nb<|im_end|>\n<|im_start|>assistant\n<think>\nnew\n</think>\n\nB<|im_end|>\n")
 
 
-def test_check_conversations_allows_none_content_only_with_tool_calls():
-    assert check_conversations([{"role": "assistant", "content": None, "tool_calls": [CALL]}])
-    with pytest.raises(ValueError, match="message 0.*content"):
-        check_conversations([{"role": "assistant", "content": None}])
+def test_check_conversations_reads_none_content_as_empty_and_checks_tool_calls():
+    assert check_conversations([{"role": "assistant", "content": None, "tool_calls": [CALL]}])[0][0]["content"] == ""
+    assert check_conversations([{"role": "assistant", "content": None}])[0][0]["content"] == ""  # as vLLM
     with pytest.raises(ValueError, match="tool_calls"):
         check_conversations([{"role": "user", "content": "x", "tool_calls": [CALL]}])
     with pytest.raises(ValueError, match=r"tool_calls\[0\]"):
