@@ -5,6 +5,7 @@ __all__ = ['USAGE', 'serve_parser', 'server_limits', 'engine_kwargs', 'missing_s
 
 # %% chapters/A6_serving_hardening.ipynb #c052
 import argparse
+import os
 import sys
 
 from nanoserve.entrypoints.limits import DEFAULT_MAX_BODY_BYTES, DEFAULT_MAX_N, ServerLimits
@@ -56,14 +57,15 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
     p.add_argument("--uvicorn-log-level", default=None, choices=["critical", "error", "warning", "info", "debug",
                                                                  "trace"], help="uvicorn's own log level")
     p.add_argument("--reasoning-parser", default=None, choices=["qwen3"],
-                   help="split <think>...</think> into the message's reasoning_content")
+                   help="split <think>...</think> into the message's reasoning (and reasoning_content)")
     p.add_argument("--enable-auto-tool-choice", action="store_true",
                    help='let the model decide to call tools (tool_choice "auto"); needs --tool-call-parser')
     p.add_argument("--tool-call-parser", default=None, choices=["hermes", "qwen3", "llama3_json"],
                    help="how tool calls look in the model's text: hermes (= qwen3: <tool_call> tags) or "
                         "llama3_json")
     g = p.add_argument_group("what one request may ask (the door's bounds)")
-    g.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on every /v1 route")
+    g.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on every /v1 route "
+                   "(default: the VLLM_API_KEY environment variable, as in vLLM)")
     g.add_argument("--max-request-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
                    help="larger bodies get a 413 before they are read (default 4 MiB)")
     g.add_argument("--max-prompt-chars", type=int, default=None,
@@ -91,7 +93,7 @@ def engine_kwargs(args) -> dict:
                 gpu_memory_utilization=args.gpu_memory_utilization,
                 enable_prefix_caching=args.enable_prefix_caching, enforce_eager=args.enforce_eager,
                 async_scheduling=args.async_scheduling, tensor_parallel_size=args.tensor_parallel_size,
-                dtype={"half": "float16", "float": "float32"}.get(args.dtype, args.dtype), device=args.device, block_size=args.block_size,
+                dtype=args.dtype, device=args.device, block_size=args.block_size,
                 num_kv_blocks=args.num_kv_blocks, seed=args.seed, skip_tokenizer_init=args.skip_tokenizer_init,
                 tokenizer=args.tokenizer, revision=args.revision, max_logprobs=args.max_logprobs,
                 generation_config=args.generation_config)
@@ -180,7 +182,7 @@ def main(argv=None) -> int:
             if engine.tokenizer is None:
                 raise SystemExit("--chat-template needs a tokenizer (drop --skip-tokenizer-init)")
             engine.tokenizer.chat_template = template
-        app = build_app(engine, name, str(engine.engine.model_path), limits, api_key=args.api_key,
+        app = build_app(engine, name, str(engine.engine.model_path), limits, api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
                         reasoning_parser=args.reasoning_parser, log_requests=args.enable_log_requests,
                         tool_call_parser=args.tool_call_parser, enable_auto_tool_choice=args.enable_auto_tool_choice)
         if args.allowed_origins:

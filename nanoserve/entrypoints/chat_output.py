@@ -4,8 +4,8 @@ __all__ = ['check_tool_choice', 'ChatDeltas', 'chat_body']
 
 
 # %% chapters/A6_serving_hardening.ipynb #c023
-from nanoserve.entrypoints.protocol import (REASONING_PARSERS, GenerateRequest, ReasoningSplitter, RequestError,
-                                            chat_logprobs, finish_reason, group_usage, split_reasoning)
+from nanoserve.entrypoints.protocol import (REASONING_FIELDS, REASONING_PARSERS, GenerateRequest, ReasoningSplitter,
+                                            RequestError, chat_logprobs, finish_reason, group_usage, split_reasoning)
 from nanoserve.entrypoints.tool_parsers import tool_call_stream
 
 
@@ -42,7 +42,7 @@ class ChatDeltas:
         delta = {"content": text}
         if self.splitter is not None:
             thought, said = self.splitter.feed(text, final=final)
-            delta = {"reasoning_content": thought} if thought else {}
+            delta = dict.fromkeys(REASONING_FIELDS, thought) if thought else {}
             if said or not thought:
                 delta["content"] = said
         if self.tools is None:
@@ -56,11 +56,12 @@ class ChatDeltas:
 
 
 def _message(text: str, reasoning_parser: str | None, tools=None) -> dict:
-    """The assistant message; with a reasoning parser the thinking goes to `reasoning_content`, with a
+    """The assistant message; with a reasoning parser the thinking goes to `reasoning` (and `reasoning_content`), with a
     tool-call parser (`tools`) the calls go to `tool_calls`."""
     message = {"role": "assistant", "content": text}
     if reasoning_parser is not None:
-        message["reasoning_content"], message["content"] = split_reasoning(text, reasoning_parser)
+        thought, message["content"] = split_reasoning(text, reasoning_parser)
+        message.update(dict.fromkeys(REASONING_FIELDS, thought))
     if tools is not None:
         message["content"], calls = tools.parse(message["content"])
         message["tool_calls"] = [c.to_openai() for c in calls]

@@ -17,13 +17,13 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from nanoserve.entrypoints.async_engine import AsyncEngine, RequestAborted
 from nanoserve.entrypoints.chat_output import ChatDeltas, chat_body, check_tool_choice
-from nanoserve.entrypoints.limits import ServerLimits, check_prompt_chars, check_request, read_json
+from nanoserve.entrypoints.limits import ServerLimits, check_context, check_prompt_chars, check_request, read_json
 from nanoserve.entrypoints.protocol import (GenerateRequest, RequestError, chat_logprobs, completion_logprobs,
                                             error_body, finish_reason, generation_defaults_of, group_usage,
                                             parse_chat_request, parse_completion_request)
 from nanoserve.entrypoints.render import TemplateError
-from nanoserve.entrypoints.vllm_routes import (add_error_handlers, add_vllm_routes, api_key_check, check_parsers,
-                                               json_errors, unknown_field_logger)
+from nanoserve.entrypoints.vllm_routes import (EchoRequestId, add_error_handlers, add_vllm_routes, api_key_check,
+                                               check_parsers, json_errors, unknown_field_logger)
 from nanoserve.sampling import SamplingParams
 
 logger = logging.getLogger("nanoserve.server")
@@ -123,6 +123,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
     engine.metrics.model_name = served_model_name
     note_unknown = unknown_field_logger()
     add_error_handlers(app)  # every refusal, unknown route and crash answers in OpenAI's error shape
+    app.add_middleware(EchoRequestId)  # a request's X-Request-Id header comes back on its response, as in vLLM
     authorize = api_key_check(api_key)
 
     @app.get("/health")
@@ -157,8 +158,10 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             p = req.params
             logger.warning("request %s: %d prompt(s), n=%d, max_tokens=%d, temperature=%g, stream=%s", rid,
                            len(req.prompts), p.n, p.max_tokens, p.temperature, req.stream)
+        prompts = [await engine.tokenizing.prompt(p) for p in req.prompts]  # tokenized once, off the loop
+        check_context(req, prompts, engine.engine.config.max_model_len)  # vLLM's 400 for what cannot fit
         try:
-            group = await engine.generate(req.prompts, req.params, rid)
+            group = await engine.generate(prompts, req.params, rid)
         except (ValueError, TypeError) as e:  # the engine's own door checks (prompt length, token ids, ...)
             raise RequestError(str(e), engine_error_param(str(e), req.kind)) from None
         except RequestAborted as e:

@@ -3,9 +3,9 @@
 __all__ = ['RequestError', 'ERROR_TYPES', 'error_body', 'GenerateRequest', 'SAMPLING_FIELDS', 'UNSUPPORTED', 'OTHER_FIELDS',
            'KNOWN_FIELDS', 'unknown_fields', 'generation_defaults_of', 'parse_completion_request',
            'RESERVED_TEMPLATE_KWARGS', 'parse_chat_request', 'LOGPROB_FLOOR', 'token_logprobs', 'completion_logprobs',
-           'chat_logprobs', 'usage', 'group_usage', 'finish_reason', 'REASONING_PARSERS', 'ReasoningSplitter',
-           'split_reasoning', 'TOOL_CHOICES', 'parse_tools', 'tool_schema', 'STRUCTURED_KINDS', 'GUIDED_FIELDS',
-           'output_constraint', 'structured_outputs_params']
+           'chat_logprobs', 'usage', 'group_usage', 'finish_reason', 'REASONING_PARSERS', 'REASONING_FIELDS',
+           'ReasoningSplitter', 'split_reasoning', 'TOOL_CHOICES', 'parse_tools', 'tool_schema', 'STRUCTURED_KINDS',
+           'GUIDED_FIELDS', 'output_constraint', 'structured_outputs_params']
 
 
 # %% chapters/A6_serving_hardening.ipynb #c005
@@ -48,6 +48,7 @@ class GenerateRequest:
     top_logprobs: int | None = None  # report this many alternatives per token (None: no logprobs)
     chat: dict | None = None  # chat: apply_chat_template's arguments; the server renders them off the loop
     max_tokens_given: bool = True  # False when the client left max_tokens to the server
+    max_tokens_field: str = "max_tokens"  # the body field it came from (chat: or max_completion_tokens)
     tool_choice: str | None = None  # chat with tools: "none", "auto", "required" or "named"; None without tools
     tool_name: str | None = None  # the function a named tool_choice forces
     parallel_tool_calls: bool = True  # False: at most one tool call per choice
@@ -239,9 +240,8 @@ def parse_chat_request(body, tokenizer, max_model_len: int, trust_request_chat_t
         chat["tools"] = tools
     top = _top_logprobs(body)
     # an unset max_tokens means "until the context is full", as in vLLM; the engine clamps it
-    max_tokens = body.get("max_completion_tokens")
-    if max_tokens is None:
-        max_tokens = body.get("max_tokens")
+    field = "max_completion_tokens" if body.get("max_completion_tokens") is not None else "max_tokens"
+    max_tokens = body.get(field)
     given = max_tokens is not None
     if max_tokens is None:  # the checkpoint's max_new_tokens, else the context
         max_tokens = (defaults or {}).get("max_tokens", max_model_len)
@@ -257,7 +257,7 @@ def parse_chat_request(body, tokenizer, max_model_len: int, trust_request_chat_t
                                constraint[0])
         constraint = ("tool_choice", {"json": schema, "disable_any_whitespace": True})  # compact: it cannot ramble
     params = _sampling_params(body, max_tokens, top, defaults, constraint)
-    return GenerateRequest("chat", _model(body), [], params, stream, include_usage, top, chat, given,
+    return GenerateRequest("chat", _model(body), [], params, stream, include_usage, top, chat, given, field,
                            tool_choice=choice, tool_name=tool_name, parallel_tool_calls=parallel)
 
 
@@ -324,6 +324,7 @@ def finish_reason(reason: str | None) -> str | None:
 
 # %% chapters/A6_serving_hardening.ipynb #c013
 REASONING_PARSERS = {"qwen3": ("<think>", "</think>")}
+REASONING_FIELDS = ("reasoning", "reasoning_content")  # vLLM 0.24's name, and the older one clients still read
 
 
 class ReasoningSplitter:

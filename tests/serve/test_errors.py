@@ -21,10 +21,9 @@ CASES = [
     ("/v1/completions", {k: v for k, v in COMPLETION.items() if k != "prompt"}, "prompt"),
     ("/v1/completions", {**COMPLETION, "prompt": [[1, 2], 3]}, "prompt"),
     ("/v1/completions", {**COMPLETION, "prompt": [10**9]}, "prompt"),
-    ("/v1/completions", {**COMPLETION, "prompt": [1] * MAX_MODEL_LEN}, "prompt"),
+    ("/v1/completions", {**COMPLETION, "prompt": [1] * MAX_MODEL_LEN}, "input_tokens"),  # vLLM's parameter
     ("/v1/completions", {**COMPLETION, "stream_options": {"include_usage": True}}, "stream_options"),
     ("/v1/chat/completions", {**CHAT, "messages": []}, "messages"),
-    ("/v1/chat/completions", {**CHAT, "messages": [{"role": "user"}]}, "messages"),
     ("/v1/chat/completions", {**CHAT, "top_logprobs": 2}, "top_logprobs"),
     ("/v1/chat/completions", {**CHAT, "logprobs": 3}, "logprobs"),
     ("/v1/chat/completions", {**CHAT, "max_completion_tokens": -1}, "max_tokens"),
