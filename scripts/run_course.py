@@ -51,7 +51,9 @@ def first_error_line(exc: Exception) -> str:
     text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # drop terminal colours from the traceback
     lines = [l for l in text.splitlines() if l.strip()]
     named = [l for l in lines if "Error" in l or "Exception" in l]
-    return (named or lines or [type(exc).__name__])[-1].strip()[:200]
+    where = [l.replace("---->", "").strip() for l in lines if l.lstrip().startswith("---->")]  # the failing line
+    error = (named or lines or [type(exc).__name__])[-1].strip()[:200]
+    return f"{error} (at: {where[0][:120]})" if where else error
 
 
 def tracked_files() -> list | None:
