@@ -14,7 +14,7 @@ if ! "$VPY" -c "import sphinx, myst_nb, sphinx_book_theme" 2>/dev/null; then
   # the book extra of pyproject.toml, without reinstalling nanoserve (and so without touching torch)
   mapfile -t reqs < <("$VPY" -c "import tomllib; print('\n'.join(tomllib.load(open('pyproject.toml', 'rb'))['project']['optional-dependencies']['book']))")
   echo "build_book: installing the book extra: ${reqs[*]}"
-  "$VPY" -m pip install --quiet "${reqs[@]}"
+  "$VPY" -m pip install --progress-bar off "${reqs[@]}" > >(grep --line-buffered -E "^(Collecting|Successfully)")  # one line a package
 fi
 rm -rf build/book
 built=$SECONDS
