@@ -64,7 +64,8 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
                    help="how tool calls look in the model's text: hermes (= qwen3: <tool_call> tags) or "
                         "llama3_json")
     g = p.add_argument_group("what one request may ask (the door's bounds)")
-    g.add_argument("--api-key", default=None, help="require `Authorization: Bearer KEY` on every /v1 route "
+    g.add_argument("--api-key", default=os.environ.get("VLLM_API_KEY") or None,
+                   help="require `Authorization: Bearer KEY` on every /v1 route "
                    "(default: the VLLM_API_KEY environment variable, as in vLLM)")
     g.add_argument("--max-request-body-bytes", type=int, default=DEFAULT_MAX_BODY_BYTES,
                    help="larger bodies get a 413 before they are read (default 4 MiB)")
@@ -182,7 +183,7 @@ def main(argv=None) -> int:
             if engine.tokenizer is None:
                 raise SystemExit("--chat-template needs a tokenizer (drop --skip-tokenizer-init)")
             engine.tokenizer.chat_template = template
-        app = build_app(engine, name, str(engine.engine.model_path), limits, api_key=args.api_key or os.environ.get("VLLM_API_KEY") or None,
+        app = build_app(engine, name, str(engine.engine.model_path), limits, api_key=args.api_key,
                         reasoning_parser=args.reasoning_parser, log_requests=args.enable_log_requests,
                         tool_call_parser=args.tool_call_parser, enable_auto_tool_choice=args.enable_auto_tool_choice)
         if args.allowed_origins:
