@@ -28,26 +28,30 @@ def layout_blocks(seq_lens, block_size, num_blocks, interleave=True):
     return tables, pool
 
 
-def draw_block_pool(tables, pool, block_size, ax=None):
-    """Draw the physical pool (one box per block, filled slots shaded) and each block table."""
+def draw_block_pool(tables, pool, block_size, ax=None, per_row=12):
+    """Draw the physical pool (one box per block, filled slots shaded, `per_row` to a row) and each block table."""
     import matplotlib.pyplot as plt
 
+    # a pool wider than `per_row` wraps onto more rows, so the figure fits a notebook column at full size
+    cols, rows = min(len(pool), per_row), -(-len(pool) // per_row)
+    top = 1.3 * (rows - 1)  # the pool's first row sits this high above y = 0
     if ax is None:
-        _, ax = plt.subplots(figsize=(max(6, 0.7 * len(pool)), 1.6 + 0.45 * len(tables)))
+        _, ax = plt.subplots(figsize=(max(6, 0.7 * cols), 1.6 + 0.45 * len(tables) + 0.6 * top))
     colors = plt.get_cmap("tab10")
     for b, owner in enumerate(pool):
-        ax.add_patch(plt.Rectangle((b, 0), 0.9, 0.9, fill=False, lw=1))
-        ax.text(b + 0.45, -0.25, str(b), ha="center", va="center", fontsize=8)
+        x, y = b % per_row, top - 1.3 * (b // per_row)
+        ax.add_patch(plt.Rectangle((x, y), 0.9, 0.9, fill=False, lw=1))
+        ax.text(x + 0.45, y - 0.25, str(b), ha="center", va="center", fontsize=8)
         if owner is not None:
             seq, used = owner
             for s in range(used):
-                ax.add_patch(plt.Rectangle((b + s * 0.9 / block_size, 0), 0.9 / block_size, 0.9,
+                ax.add_patch(plt.Rectangle((x + s * 0.9 / block_size, y), 0.9 / block_size, 0.9,
                                            color=colors(seq % 10), alpha=0.7, lw=0))
     for i, t in enumerate(tables):
-        y = 1.4 + 0.45 * i
+        y = top + 1.4 + 0.45 * i
         ax.text(-0.2, y, f"seq {i}: {t}", ha="left", va="center", fontsize=9, color=colors(i % 10))
-    ax.set_xlim(-0.3, max(len(pool), 6))
-    ax.set_ylim(-0.5, 1.7 + 0.45 * len(tables))
+    ax.set_xlim(-0.3, max(cols, 6))
+    ax.set_ylim(-0.5, top + 1.7 + 0.45 * len(tables))
     ax.axis("off")
     ax.set_title("physical blocks (shaded = used slots) and block tables", fontsize=10)
     return ax
