@@ -46,8 +46,24 @@ def predict_calls_same_for_both(arrivals, max_tokens, async_scheduling):
     return max(a + m for a, m in zip(arrivals, max_tokens))
 
 
-SOLUTIONS = {"11.1": token_rows, "11.2": wasted_lanes, "11.4": predict_calls}
-WRONG = {"11.1": token_rows_at_chunk_start, "11.2": wasted_lanes_every_stop, "11.4": predict_calls_same_for_both}
+def table_input_ids(input_ids, token_rows, table):
+    """Read the table at every row (slot 0 for the rows without one), keep it where the row has a slot."""
+    import torch
+
+    return torch.where(token_rows >= 0, table[token_rows.clamp(min=0)], input_ids)
+
+
+def table_input_ids_masked(input_ids, token_rows, table):
+    """A typical mistake: right ids, but a boolean mask needs the host to count the rows (no graph, a stall)."""
+    out = input_ids.clone()
+    reads = token_rows >= 0
+    out[reads] = table[token_rows[reads]]
+    return out
+
+
+SOLUTIONS = {"11.1": token_rows, "11.2": wasted_lanes, "11.4": predict_calls, "11.5": table_input_ids}
+WRONG = {"11.1": token_rows_at_chunk_start, "11.2": wasted_lanes_every_stop, "11.4": predict_calls_same_for_both,
+         "11.5": table_input_ids_masked}
 
 EXPLANATIONS = {
     "11.3": """Two steps ahead, step n+2 is launched while steps n and n+1 are both in flight. A decoding sequence then
