@@ -42,7 +42,7 @@ class AsyncScheduler(Scheduler):
         return finished
 
 
-# %% chapters/11_async_scheduling.ipynb #c015
+# %% chapters/11_async_scheduling.ipynb #c018
 import time
 from dataclasses import dataclass
 
@@ -89,7 +89,7 @@ def without_finished(batch: ScheduledBatch) -> ScheduledBatch:
                           [batch.samples[i] for i in keep], batch.preempted)
 
 
-# %% chapters/11_async_scheduling.ipynb #c017
+# %% chapters/11_async_scheduling.ipynb #c020
 class AsyncEngineCore(EngineCore):
     """EngineCore with the host one step ahead: each `step()` launches step n+1, then finishes step n and
     returns step n's output (the first call returns an empty one)."""
