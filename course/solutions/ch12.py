@@ -28,8 +28,43 @@ def empty_blocks_one_tile_each(q_lens, bucket, slots, heads):
     return -(-bucket // TILE) * slots * heads - heads * len(q_lens)
 
 
-SOLUTIONS = {"12.1": lanes_and_pieces, "12.3": empty_blocks}
-WRONG = {"12.1": lanes_and_pieces_floor, "12.3": empty_blocks_one_tile_each}
+def plan_mixed_layout(step, piece_len=128):
+    """Walk the sequences twice: one-query chunks become lanes, then every longer chunk is cut into pieces."""
+    import numpy as np
+
+    from nanoserve.attention.mixed_step import MixedLayout
+
+    cu, context = step.cu_seqlens_q.tolist(), step.context_lens.tolist()
+    lanes = [b for b in range(len(context)) if cu[b + 1] - cu[b] == 1]
+    order = [cu[b] for b in lanes]
+    piece_seqs, piece_starts, piece_keys = [], [], []
+    for b in range(len(context)):
+        length = cu[b + 1] - cu[b]
+        if length == 1:
+            continue
+        cached = context[b] - length  # keys already in the cache before this chunk
+        for first in range(0, length, piece_len):
+            rows = min(piece_len, length - first)
+            piece_seqs.append(b)
+            piece_starts.append(len(order) + first)
+            piece_keys.append(cached + first + rows)
+        order += range(cu[b], cu[b + 1])
+    as_array = lambda xs: np.array(xs, dtype=np.int64)
+    return MixedLayout(order=as_array(order), lane_seqs=as_array(lanes), piece_seqs=as_array(piece_seqs),
+                       piece_starts=as_array(piece_starts + [len(order)]), piece_keys=as_array(piece_keys))
+
+
+def plan_mixed_layout_without_cache(step, piece_len=128):
+    """A typical mistake: a piece attends only the chunk's own keys, forgetting the cached prefix before it."""
+    layout = plan_mixed_layout(step, piece_len)
+    cu, context = step.cu_seqlens_q.numpy(), step.context_lens.numpy()
+    cached = (context - (cu[1:] - cu[:-1]))[layout.piece_seqs]
+    layout.piece_keys = layout.piece_keys - cached
+    return layout
+
+
+SOLUTIONS = {"12.1": lanes_and_pieces, "12.3": empty_blocks, "12.4": plan_mixed_layout}
+WRONG = {"12.1": lanes_and_pieces_floor, "12.3": empty_blocks_one_tile_each, "12.4": plan_mixed_layout_without_cache}
 
 EXPLANATIONS = {
     "12.2": """Between 512 and 8,192 rows the buckets grow by x1.5 and x4/3 in turn, so a step pads to at most 1.5 times
