@@ -12,12 +12,16 @@ _LAZY = {
     "TextPrompt": "nanoserve.engine.input_processor",
     "TokensPrompt": "nanoserve.engine.input_processor",
     "LLMEngine": "nanoserve.engine.engine",
+    "EngineArgs": "nanoserve.engine.arg_utils",
+    "AsyncEngineArgs": "nanoserve.engine.arg_utils",
+    "FlexibleArgumentParser": "nanoserve.engine.arg_utils",
     "StructuredOutputsParams": "nanoserve.structured",
 }
 
 __all__ = ["__version__", *_LAZY]
 
 if TYPE_CHECKING:  # type checkers and IDEs see the real classes; at run time they load on first use
+    from nanoserve.engine.arg_utils import AsyncEngineArgs, EngineArgs, FlexibleArgumentParser
     from nanoserve.engine.engine import LLMEngine
     from nanoserve.engine.input_processor import TextPrompt, TokensPrompt
     from nanoserve.llm import LLM

@@ -3,56 +3,35 @@
 __all__ = ['check_vllm_option_names', 'LLMBase', 'LLM', 'check_unsupported_call_options', 'check_conversations']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c055
+# %% chapters/A5_engine_front_end.ipynb #c056
 import time
 
 from tqdm import tqdm  # a text bar: in a saved notebook it shows its last state, not a frozen widget
 
 from nanoserve.checks import check_bool, is_int
+from nanoserve.engine.arg_utils import engine_arg_names
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
 from nanoserve.engine.router import Aborted, OutputRouter
 from nanoserve.outputs import RequestOutput
 from nanoserve.sampling import SamplingParams
 
-_VLLM_OPTIONS = {"revision", "download_dir", "max_logprobs", "enable_chunked_prefill", "generation_config",
-                 "trust_remote_code", "tokenizer_mode", "kv_cache_dtype", "quantization", "disable_log_stats",
-                 "disable_cascade_attn", "swap_space", "hf_token"}
-
-
-def check_vllm_option_names(vllm_options: dict) -> None:
-    """vLLM's other LLM(...) keyword arguments are accepted by name; any other name is a TypeError."""
-    unknown = sorted(set(vllm_options) - _VLLM_OPTIONS)
+def check_vllm_option_names(engine_args: dict) -> None:
+    """LLM(...) takes EngineConfig's arguments (vLLM's names, see EngineArgs); any other name is a TypeError."""
+    unknown = sorted(set(engine_args) - set(engine_arg_names()))
     if unknown:
-        raise TypeError(f"LLM() got unexpected keyword arguments {unknown}; nanoserve also takes "
-                        f"{sorted(_VLLM_OPTIONS)}")
+        raise TypeError(f"LLM() got unexpected keyword arguments {unknown}; it takes {engine_arg_names()}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c057
+# %% chapters/A5_engine_front_end.ipynb #c058
 class LLMBase:
     """An engine and the router its outputs go through, with their lifetime: build, inspect, shut down."""
 
-    def __init__(self, model, *, tokenizer=None, skip_tokenizer_init: bool = False, device="auto",
-                 dtype="auto", seed: int | None = 0, max_model_len: int | None = None, max_num_seqs: int = 256,
-                 max_num_batched_tokens: int | None = None, block_size: int | None = None,
-                 num_kv_blocks: int | None = None, gpu_memory_utilization: float = 0.9,
-                 enable_prefix_caching: bool = True, enforce_eager: bool = False,
-                 tensor_parallel_size: int = 1, attention_backend: str = "auto", fused_kernels: bool = True,
-                 async_scheduling: bool | None = None, tp_worker_timeout_s: float = 60.0, **vllm_options):
-        """`vllm_options`: vLLM's other keyword arguments (revision, download_dir, max_logprobs,
-        enable_chunked_prefill, generation_config, trust_remote_code, tokenizer_mode, kv_cache_dtype,
-        quantization, disable_log_stats, disable_cascade_attn); see EngineConfig. An unknown one is a TypeError
-        naming it."""
-        check_vllm_option_names(vllm_options)
-        config = EngineConfig(
-            model=model, tokenizer=tokenizer, skip_tokenizer_init=skip_tokenizer_init, device=device,
-            dtype=dtype, seed=seed, max_model_len=max_model_len, max_num_seqs=max_num_seqs,
-            max_num_batched_tokens=max_num_batched_tokens, block_size=block_size,
-            num_kv_blocks=num_kv_blocks, gpu_memory_utilization=gpu_memory_utilization,
-            enable_prefix_caching=enable_prefix_caching, enforce_eager=enforce_eager,
-            tensor_parallel_size=tensor_parallel_size, attention_backend=attention_backend,
-            fused_kernels=fused_kernels, async_scheduling=async_scheduling,
-            tp_worker_timeout_s=tp_worker_timeout_s, **vllm_options)
+    def __init__(self, model, **engine_args):
+        """`engine_args`: EngineConfig's fields (vLLM's names: device, dtype, max_model_len, ...; see
+        EngineArgs). An unknown name is a TypeError naming it."""
+        check_vllm_option_names(engine_args)
+        config = EngineConfig(model=model, **engine_args)
         self.engine = LLMEngine(config)
         self.config = self.engine.config  # resolved: every "auto" replaced by a value
         self._router = OutputRouter(self.engine)  # every generate, chat and stream goes through it
@@ -98,7 +77,7 @@ class LLMBase:
             raise RuntimeError("this LLM was shut down")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c059
+# %% chapters/A5_engine_front_end.ipynb #c060
 class LLM(LLMBase):
     """Offline inference in vLLM's shape: build once, then generate, chat or stream."""
 
@@ -157,7 +136,7 @@ class LLM(LLMBase):
         return _stream_deltas(self._router, request)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c061
+# %% chapters/A5_engine_front_end.ipynb #c062
 def check_unsupported_call_options(lora_request, priority, tokenization_kwargs) -> None:
     """vLLM's per-call options nanoserve has no machinery for: accepted when neutral, else refused by name."""
     if lora_request is not None:
@@ -226,7 +205,7 @@ def _collect(router, stats, queue, results: dict, count: int, use_tqdm: bool) ->
                                     refresh=False)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c063
+# %% chapters/A5_engine_front_end.ipynb #c064
 def _chat_template_kwargs(chat_template, add_generation_prompt, continue_final_message, tools, extra,
                           enable_thinking) -> dict:
     """apply_chat_template's keyword arguments from chat()'s, checked (errors name the argument)."""
@@ -276,7 +255,7 @@ def _unwrap(item) -> RequestOutput:
     return item
 
 
-# %% chapters/A5_engine_front_end.ipynb #c065
+# %% chapters/A5_engine_front_end.ipynb #c066
 def check_conversations(messages) -> list:
     """One conversation or a list of them -> a list of conversations whose contents are strings."""
     if not isinstance(messages, (list, tuple)) or not messages:

@@ -4,7 +4,7 @@ __all__ = ['Sampler', 'StepLogprobs', 'host_copy', 'apply_penalties', 'bad_word_
            'apply_logit_processors', 'SamplingBatch', 'SamplerOutput', 'sample_batch']
 
 
-# %% chapters/06_sampling.ipynb #c020
+# %% chapters/06_sampling.ipynb #c022
 import math
 from dataclasses import dataclass, field
 
@@ -31,7 +31,7 @@ def _filter_mask(logits: torch.Tensor, top_k: torch.Tensor, top_p: torch.Tensor,
     return removed
 
 
-# %% chapters/06_sampling.ipynb #c022
+# %% chapters/06_sampling.ipynb #c024
 class Sampler:
     """Pick one token per row of logits, honouring each row's SamplingParams and seed."""
 
@@ -76,7 +76,7 @@ class Sampler:
         return noise.clamp_(min=1e-20)  # a zero draw would turn p/0 into inf or nan
 
 
-# %% chapters/06_sampling.ipynb #c024
+# %% chapters/06_sampling.ipynb #c026
 @dataclass
 class StepLogprobs:
     """Log-probabilities of one step's sampled tokens, for the sampling rows that asked for them.
@@ -148,7 +148,7 @@ def apply_penalties(logits: torch.Tensor, params_list: list, prompt_ids: list, o
     return logits.float().index_copy(0, index, sub)
 
 
-# %% chapters/06_sampling.ipynb #c032
+# %% chapters/06_sampling.ipynb #c034
 def bad_word_bans(bad_words_ids: list, output_ids: list) -> list:
     """Tokens banned next: the last token of each bad word whose earlier tokens end the output."""
     banned = []
@@ -198,7 +198,7 @@ def apply_logit_processors(logits: torch.Tensor, params_list: list, bad_words_id
     return logits
 
 
-# %% chapters/06_sampling.ipynb #c038
+# %% chapters/06_sampling.ipynb #c040
 @dataclass
 class SamplingBatch:
     """How to sample each row of one step (vLLM's SamplingMetadata); built by the engine core."""

@@ -3,139 +3,88 @@
 __all__ = ['GREEDY_TEMPERATURE', 'MAX_LOGPROBS', 'SamplingParams', 'derive_seed']
 
 
-# %% chapters/06_sampling.ipynb #c003
+# %% chapters/06_sampling.ipynb #c009
 import copy
 import functools
-import math
 from dataclasses import dataclass
 
-from nanoserve.checks import check_bool, check_int, is_int, is_number
+from nanoserve.checks import is_int
+from nanoserve.fields import Rule, check_field, check_fields, field
 
 GREEDY_TEMPERATURE = 1e-5  # below this, dividing by the temperature overflows: treat as greedy
-
-
-def _is_number(x) -> bool:
-    """An int or float that is not a bool (chapter 03's `is_number`) and not NaN."""
-    return is_number(x) and not (isinstance(x, float) and math.isnan(x))
-
-
-def _check_number(name: str, value) -> float:
-    """Raise unless `value` is a real number; return it as a float."""
-    if not _is_number(value):
-        raise TypeError(f"{name} must be a number, got {value!r} ({type(value).__name__})")
-    return float(value)
-
-
 MAX_LOGPROBS = 20  # vLLM's default cap on top log-probabilities per token
 # logits are float32: a penalty outside this range rounds to 0 or inf there and turns logits into inf/nan
 MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY = 1e-5, 1e5
 
 
-# %% chapters/06_sampling.ipynb #c005
-def _check_stop(stop) -> list:
-    """Normalise `stop` to a list of non-empty strings."""
-    if stop is None:
-        return []
-    if isinstance(stop, str):
-        stop = [stop]
+def _stop_list(name: str, stop) -> list:
+    """`stop` as a list of non-empty strings (None: none)."""
+    stop = [] if stop is None else [stop] if isinstance(stop, str) else stop
     if not isinstance(stop, (list, tuple)) or not all(isinstance(s, str) for s in stop):
-        raise TypeError(f"stop must be a str or a list of str, got {stop!r}")
-    if any(s == "" for s in stop):
-        raise ValueError("stop strings must not be empty")
+        raise TypeError(f"{name} must be a str or a list of str, got {stop!r}")
+    if "" in stop:
+        raise ValueError(f"{name} strings must not be empty")
     return list(stop)
 
 
-def _check_token_id_list(ids, name: str = "stop_token_ids") -> list:
-    """Normalise a list of token ids (`stop_token_ids`, `allowed_token_ids`) to non-negative ints."""
+def _token_ids(name: str, ids) -> list:
+    """A list of non-negative token ids (None: none)."""
     if ids is None:
         return []
     if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
         raise TypeError(f"{name} must be a list of ints, got {ids!r}")
     for t in ids:
-        if not is_int(t):
-            raise TypeError(f"{name} must hold ints, got {t!r} ({type(t).__name__})")
-        if t < 0:
-            raise ValueError(f"{name} must be non-negative, got {t}")
+        check_field(name, t, Rule("int", ge=0))
     return list(ids)
 
 
-# %% chapters/06_sampling.ipynb #c007
-def _check_sampling_params(params) -> None:
-    """Type and range checks of the sampling fields; normalises numbers to floats and lists to lists."""
-    check_int("n", params.n, 1)
-    params.temperature = _check_number("temperature", params.temperature)
-    if not 0.0 <= params.temperature < math.inf:
-        raise ValueError(f"temperature must be >= 0 and finite (0 = greedy), got {params.temperature}")
-    params.top_p = _check_number("top_p", params.top_p)
-    if not 0.0 < params.top_p <= 1.0:
-        raise ValueError(f"top_p must be in (0, 1], got {params.top_p}")
-    check_int("top_k", params.top_k, -1)
-    params.min_p = _check_number("min_p", params.min_p)
-    if not 0.0 <= params.min_p <= 1.0:
-        raise ValueError(f"min_p must be in [0, 1], got {params.min_p}")
-    check_int("seed", params.seed, optional=True)
-    if params.seed is not None and not -(1 << 63) <= params.seed < (1 << 64):
-        raise ValueError(f"seed must fit in 64 bits, got {params.seed}")
-    if params.max_tokens is not None:  # None: up to max_model_len, as in vLLM
-        check_int("max_tokens", params.max_tokens, 1)
-    check_int("min_tokens", params.min_tokens, 0)
-    if params.max_tokens is not None and params.min_tokens > params.max_tokens:
-        raise ValueError(f"min_tokens ({params.min_tokens}) must not exceed max_tokens ({params.max_tokens})")
-    params.stop = _check_stop(params.stop)
-    params.stop_token_ids = _check_token_id_list(params.stop_token_ids)
-    check_bool("ignore_eos", params.ignore_eos)
-    params.repetition_penalty = _check_number("repetition_penalty", params.repetition_penalty)
-    if not MIN_REPETITION_PENALTY <= params.repetition_penalty <= MAX_REPETITION_PENALTY:
-        raise ValueError(f"repetition_penalty must be in [{MIN_REPETITION_PENALTY:g}, "
-                         f"{MAX_REPETITION_PENALTY:g}] (1 = off), got {params.repetition_penalty}")
-    for name in ("presence_penalty", "frequency_penalty"):
-        value = _check_number(name, getattr(params, name))
-        if not -2.0 <= value <= 2.0:
-            raise ValueError(f"{name} must be in [-2, 2], got {value}")
-        setattr(params, name, value)
-    if params.logprobs is not None:  # the upper bound is the engine's max_logprobs (default 20), at its door
-        check_int("logprobs", params.logprobs, -1)  # -1: the whole vocabulary, as in vLLM
-    _check_outputs_and_processors(params)
+def _allowed_ids(name: str, ids) -> list:
+    """A non-empty list of token ids."""
+    if not _token_ids(name, ids):
+        raise ValueError(f"{name} must not be empty")
+    return list(ids)
 
 
-def _check_outputs_and_processors(params) -> None:
-    """The output and logit-processor fields (prompt logprobs, output text, logit processors)."""
-    if params.prompt_logprobs is not None:
-        check_int("prompt_logprobs", params.prompt_logprobs, -1)
-    for name in ("include_stop_str_in_output", "skip_special_tokens", "detokenize"):
-        check_bool(name, getattr(params, name))
-    if params.logit_bias is not None:
-        if not isinstance(params.logit_bias, dict):
-            raise TypeError(f"logit_bias must be a dict {{token_id: bias}}, got {params.logit_bias!r}")
-        bias = {}
-        for t, b in params.logit_bias.items():
-            if isinstance(t, str) and t.lstrip("-").isdigit():
-                t = int(t)  # JSON object keys are strings (OpenAI's logit_bias)
-            if not is_int(t) or t < 0:
-                raise TypeError(f"logit_bias keys must be non-negative token ids, got {t!r}")
-            bias[t] = min(max(_check_number(f"logit_bias[{t}]", b), -100.0), 100.0)
-        params.logit_bias = bias
-    if params.allowed_token_ids is not None:
-        ids = _check_token_id_list(params.allowed_token_ids, "allowed_token_ids")
-        if not ids:
-            raise ValueError("allowed_token_ids must not be empty")
-        params.allowed_token_ids = ids
-    if params.bad_words is not None:
-        words = [params.bad_words] if isinstance(params.bad_words, str) else params.bad_words
-        if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w.strip() for w in words):
-            raise TypeError(f"bad_words must be a list of non-empty strings, got {params.bad_words!r}")
-        params.bad_words = list(words)
-    if not params.detokenize and params.stop:
-        raise ValueError("stop strings need detokenize=True: they are found in the text")
-    kind = params.output_kind
-    if kind is not None and getattr(kind, "name", None) not in ("DELTA", "FINAL_ONLY"):
-        raise ValueError(f"output_kind must be None, RequestOutputKind.DELTA or FINAL_ONLY, got {kind!r}")
-    if params.structured_outputs is not None and not callable(getattr(params.structured_outputs, "compile", None)):
-        raise TypeError("structured_outputs must be a constraint spec with a compile(tokenizer, vocab_size) method "
-                        f"(nanoserve.structured.StructuredOutputsParams), got {params.structured_outputs!r}")
+def _logit_bias(name: str, bias) -> dict:
+    """{token id: bias}, JSON's string keys made ints, biases clamped to [-100, 100] as vLLM does."""
+    if not isinstance(bias, dict):
+        raise TypeError(f"{name} must be a dict {{token_id: bias}}, got {bias!r}")
+    out = {}
+    for t, b in bias.items():
+        t = int(t) if isinstance(t, str) and t.lstrip("-").isdigit() else t
+        if not is_int(t) or t < 0:
+            raise TypeError(f"{name} keys must be non-negative token ids, got {t!r}")
+        out[t] = min(max(check_field(f"{name}[{t}]", b, Rule("float")), -100.0), 100.0)
+    return out
 
 
-# %% chapters/06_sampling.ipynb #c009
+def _bad_words(name: str, words) -> list:
+    """A list of non-blank strings (one string: a list of it)."""
+    words = [words] if isinstance(words, str) else words
+    if not isinstance(words, (list, tuple)) or not all(isinstance(w, str) and w.strip() for w in words):
+        raise TypeError(f"{name} must be a list of non-empty strings, got {words!r}")
+    return list(words)
+
+
+def _logprobs(name: str, k) -> int:
+    """An int >= -1 (-1: the whole vocabulary); True means 1, as Python (and so vLLM) reads it."""
+    return check_field(name, int(k) if isinstance(k, bool) else k, Rule("int", ge=-1, note="(-1 = all)"))
+
+
+def _output_kind(name: str, kind):
+    if getattr(kind, "name", None) not in ("DELTA", "FINAL_ONLY"):
+        raise ValueError(f"{name} must be None, RequestOutputKind.DELTA or FINAL_ONLY, got {kind!r}")
+    return kind
+
+
+def _constraint(name: str, spec):
+    if not callable(getattr(spec, "compile", None)):
+        raise TypeError(f"{name} must be a constraint spec with a compile(tokenizer, vocab_size) method "
+                        f"(nanoserve.structured.StructuredOutputsParams), got {spec!r}")
+    return spec
+
+
+# %% chapters/06_sampling.ipynb #c011
 @dataclass
 class SamplingParams:
     """Per-request generation settings, with vLLM's names and meanings; checked on creation.
@@ -143,35 +92,49 @@ class SamplingParams:
     Edge values, as in vLLM: temperature below 1e-5 is greedy; top_k beyond the vocabulary keeps
     every token; any top_p in (0, 1] keeps at least the most likely token (a top_p that rounds to 0
     in float32 means "only the best token"); repetition_penalty must lie in [1e-5, 1e5], outside
-    which float32 logits would overflow; seed must fit in 64 bits."""
+    which float32 logits would overflow; seed must fit in 64 bits; greedy sampling takes n=1."""
 
-    n: int = 1
-    temperature: float = 1.0
-    top_p: float = 1.0
-    top_k: int = 0
-    min_p: float = 0.0
-    seed: int | None = None
-    max_tokens: int | None = 16  # None: until max_model_len
-    min_tokens: int = 0
-    stop: str | list | None = None
-    stop_token_ids: list | None = None
-    ignore_eos: bool = False
-    logprobs: int | None = None  # per output token: the sampled token's log-probability plus this many top ones
-    repetition_penalty: float = 1.0  # > 1 discourages every token already in the prompt or the output
-    presence_penalty: float = 0.0  # subtracted once from each token already in the output
-    frequency_penalty: float = 0.0  # subtracted per occurrence in the output
-    prompt_logprobs: int | None = None  # per prompt token: its log-probability plus this many top ones
-    include_stop_str_in_output: bool = False  # keep the stop string that ended the text
-    skip_special_tokens: bool = True  # leave special tokens out of the text
-    logit_bias: dict | None = None  # token id -> added to its logit (clamped to [-100, 100], as vLLM)
-    allowed_token_ids: list | None = None  # only these tokens may be generated
-    bad_words: list | None = None  # words (strings) whose token sequences must not be generated
-    structured_outputs: object = None  # a constraint spec: `compile(tokenizer, vocab_size)` -> a token constraint
-    detokenize: bool = True  # False: token ids only, no text
-    output_kind: object = None  # a RequestOutputKind; None: generate() gives FINAL_ONLY, stream() DELTA
+    n: int = field(1, Rule("int", ge=1, help="completions per prompt"))
+    temperature: float = field(1.0, Rule("float", ge=0.0, lt=float("inf"), note="(0 = greedy)"))
+    top_p: float = field(1.0, Rule("float", gt=0.0, le=1.0))
+    top_k: int = field(0, Rule("int", ge=-1, note="(0 or -1 = off)"))
+    min_p: float = field(0.0, Rule("float", ge=0.0, le=1.0))
+    seed: int | None = field(None, Rule("int", optional=True, ge=-(1 << 63), lt=1 << 64, note="(64 bits)"))
+    max_tokens: int | None = field(16, Rule("int", optional=True, ge=1))  # None: until max_model_len
+    min_tokens: int = field(0, Rule("int", ge=0))
+    stop: str | list | None = field(None, Rule(parse=_stop_list))
+    stop_token_ids: list | None = field(None, Rule(parse=_token_ids))
+    ignore_eos: bool = field(False, Rule("bool"))
+    # per output token: the sampled token's log-probability plus this many top ones
+    logprobs: int | None = field(None, Rule("int", optional=True, parse=_logprobs))
+    # > 1 discourages every token already in the prompt or the output
+    repetition_penalty: float = field(1.0, Rule("float", ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY,
+                                                note="(1 = off)"))
+    presence_penalty: float = field(0.0, Rule("float", ge=-2.0, le=2.0))  # subtracted once per token in the output
+    frequency_penalty: float = field(0.0, Rule("float", ge=-2.0, le=2.0))  # subtracted per occurrence in the output
+    # per prompt token: its log-probability plus this many top ones
+    prompt_logprobs: int | None = field(None, Rule("int", optional=True, parse=_logprobs))
+    include_stop_str_in_output: bool = field(False, Rule("bool"))  # keep the stop string that ended the text
+    skip_special_tokens: bool = field(True, Rule("bool"))  # leave special tokens out of the text
+    spaces_between_special_tokens: bool = field(True, Rule("bool", choices=(True,), why=(
+        "the fast tokenizer decodes special tokens without added spaces; leave it True")))
+    logit_bias: dict | None = field(None, Rule(optional=True, parse=_logit_bias))
+    allowed_token_ids: list | None = field(None, Rule(optional=True, parse=_allowed_ids))
+    bad_words: list | None = field(None, Rule(optional=True, parse=_bad_words))  # words never to generate
+    # a constraint spec: `compile(tokenizer, vocab_size)` -> a token constraint (chapter 17)
+    structured_outputs: object = field(None, Rule(optional=True, parse=_constraint))
+    detokenize: bool = field(True, Rule("bool"))  # False: token ids only, no text
+    # a RequestOutputKind; None: generate() gives FINAL_ONLY, stream() DELTA
+    output_kind: object = field(None, Rule(optional=True, parse=_output_kind))
 
     def __post_init__(self):
-        _check_sampling_params(self)
+        check_fields(self)
+        if self.max_tokens is not None and self.min_tokens > self.max_tokens:
+            raise ValueError(f"min_tokens ({self.min_tokens}) must not exceed max_tokens ({self.max_tokens})")
+        if not self.detokenize and self.stop:
+            raise ValueError("stop strings need detokenize=True: they are found in the text")
+        if self.n > 1 and self.greedy:  # vLLM's rule: n greedy completions would all be the same
+            raise ValueError(f"n must be 1 when using greedy sampling, got {self.n}")
 
     @property
     def greedy(self) -> bool:
@@ -211,7 +174,7 @@ class SamplingParams:
         return params
 
 
-# %% chapters/06_sampling.ipynb #c011
+# %% chapters/06_sampling.ipynb #c013
 def derive_seed(seed: int, index: int) -> int:
     """A distinct 63-bit seed per completion index; index 0 keeps the request's own seed."""
     if index == 0:

@@ -15,7 +15,8 @@ from dataclasses import dataclass
 import torch
 
 from nanoserve.attention.torch_ref import TorchAttentionBackend
-from nanoserve.checks import check_bool, check_int, is_number
+from nanoserve.checks import is_number
+from nanoserve.fields import Rule, check_field, check_fields, field
 from nanoserve.model.qwen3 import head_dim
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
@@ -84,76 +85,60 @@ def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activat
 
 
 # %% chapters/A5_engine_front_end.ipynb #c012
-def _check_engine_args(config) -> None:
-    """Type and range checks of every EngineConfig field, run when it is created."""
-    if not isinstance(config.model, (str, os.PathLike)) or not str(config.model):
-        raise TypeError(f"model must be a hub id or a local directory, got {config.model!r}")
-    check_bool("skip_tokenizer_init", config.skip_tokenizer_init)
-    config.device = parse_device(config.device)
-    config.dtype = parse_dtype(config.dtype)
-    if config.seed is None:  # vLLM's "no seed": a fresh one per engine
-        config.seed = random.SystemRandom().getrandbits(63)
-    check_int("seed", config.seed, -(1 << 63))
-    if config.seed >= 1 << 64:  # torch generators take 64-bit seeds
-        raise ValueError(f"seed must fit in 64 bits, got {config.seed}")
-    tok = config.tokenizer
+def _model(name: str, value):
+    if not isinstance(value, (str, os.PathLike)) or not str(value):
+        raise TypeError(f"{name} must be a hub id or a local directory, got {value!r}")
+    return value
+
+
+def _tokenizer(name: str, tok):
     if not (tok is None or isinstance(tok, (str, os.PathLike)) or hasattr(tok, "decode")):
-        raise TypeError(f"tokenizer must be a hub id, a local directory or a tokenizer object, got {tok!r}")
-    check_int("max_model_len", config.max_model_len, 2, optional=True)
-    check_int("max_num_seqs", config.max_num_seqs, 1)
-    check_int("max_num_batched_tokens", config.max_num_batched_tokens, 1, optional=True)
-    check_int("block_size", config.block_size, 1, optional=True)
-    check_int("num_kv_blocks", config.num_kv_blocks, 1, optional=True)
-    util = config.gpu_memory_utilization
-    if not is_number(util):
-        raise TypeError(f"gpu_memory_utilization must be a number, got {util!r}")
-    if not 0.0 < util <= 1.0:
-        raise ValueError(f"gpu_memory_utilization must be in (0, 1], got {util}")
-    check_bool("enable_prefix_caching", config.enable_prefix_caching)
-    check_bool("enforce_eager", config.enforce_eager)
-    check_bool("fused_kernels", config.fused_kernels)
-    if config.async_scheduling is not None:
-        check_bool("async_scheduling", config.async_scheduling)
-    check_int("tensor_parallel_size", config.tensor_parallel_size, 1)
-    timeout = config.tp_worker_timeout_s
-    if not is_number(timeout) or not timeout > 0:
-        raise ValueError(f"tp_worker_timeout_s must be a positive number of seconds, got {timeout!r}")
-    if config.attention_backend not in BACKENDS:
-        raise ValueError(f"attention_backend must be one of {BACKENDS}, got {config.attention_backend!r}")
-    _check_vllm_options(config)
+        raise TypeError(f"{name} must be a hub id, a local directory or a tokenizer object, got {tok!r}")
+    return tok
+
+
+def _path(name: str, value):
+    if not isinstance(value, (str, os.PathLike)):
+        raise TypeError(f"{name} must be a str or None, got {value!r}")
+    return value
+
+
+def _seed(name: str, seed) -> int:
+    """None (vLLM's "no seed") draws a fresh one per engine; torch generators take 64-bit seeds."""
+    seed = random.SystemRandom().getrandbits(63) if seed is None else seed
+    return check_field(name, seed, Rule("int", ge=-(1 << 63), lt=1 << 64, note="(64 bits)"))
+
+
+def _seconds(name: str, value) -> float:
+    if not is_number(value) or not value > 0:
+        raise ValueError(f"{name} must be a positive number of seconds, got {value!r}")
+    return float(value)
+
+
+def _generation_config(name: str, value):
+    """'auto' (the checkpoint's generation_config.json), 'vllm' (none) or a directory holding one."""
+    if value in ("auto", "vllm") or (isinstance(value, (str, os.PathLike)) and os.path.isdir(value)):
+        return value
+    raise ValueError(f"{name} must be 'auto' (defaults from the checkpoint's generation_config.json), 'vllm' "
+                     f"(ignore it) or a directory holding a generation_config.json, got {value!r}")
+
+
+def _no_token(name: str, value):
+    raise ValueError(f"{name} is not supported: set the HF_TOKEN environment variable, which the hub "
+                     f"download reads; leave {name}=None")  # the token itself is never echoed
+
+
+def _speculative_config(name: str, value):
+    """Chapter 18's SpeculativeConfig from a dict, a JSON string or one (it checks the contents)."""
+    try:
+        from nanoserve.engine.spec_decode import SpeculativeConfig
+    except ImportError:
+        raise ValueError(f"{name} needs speculative decoding (nanoserve.engine.spec_decode, chapter 18), "
+                         "which this installation lacks") from None
+    return SpeculativeConfig.parse(value)
 
 
 # %% chapters/A5_engine_front_end.ipynb #c014
-def _check_vllm_options(config) -> None:
-    """vLLM's keyword arguments: mapped where they mean something here, refused (by name) where not."""
-    for name in ("revision", "download_dir"):
-        value = getattr(config, name)
-        if value is not None and not isinstance(value, (str, os.PathLike)):
-            raise TypeError(f"{name} must be a str or None, got {value!r}")
-    check_int("max_logprobs", config.max_logprobs, -1)  # -1: no limit, as in vLLM
-    for name in ("enable_chunked_prefill", "trust_remote_code", "disable_log_stats", "disable_cascade_attn"):
-        check_bool(name, getattr(config, name))
-    if config.generation_config not in ("auto", "vllm"):
-        raise ValueError(f"generation_config must be 'auto' (defaults from the checkpoint's "
-                         f"generation_config.json) or 'vllm' (ignore it), got {config.generation_config!r}")
-    if config.tokenizer_mode != "auto":
-        raise ValueError(f"tokenizer_mode={config.tokenizer_mode!r} is not supported: nanoserve loads the "
-                         "model's fast (tokenizers) tokenizer; use tokenizer_mode='auto'")
-    if config.kv_cache_dtype != "auto":
-        raise ValueError(f"kv_cache_dtype={config.kv_cache_dtype!r} is not supported: the KV cache is stored "
-                         "in the model's dtype; use kv_cache_dtype='auto'")
-    if config.quantization is not None:
-        raise ValueError(f"quantization={config.quantization!r} is not supported: nanoserve runs "
-                         "unquantized float32/bfloat16/float16 weights; use quantization=None")
-    if config.swap_space != 4:
-        raise ValueError(f"swap_space={config.swap_space!r} is not supported: a preempted sequence is recomputed, "
-                         "never swapped to CPU memory; leave swap_space at 4 (vLLM's default)")
-    if config.hf_token is not None:
-        raise ValueError("hf_token is not supported: set the HF_TOKEN environment variable, which the hub "
-                         "download reads; leave hf_token=None")
-
-
-# %% chapters/A5_engine_front_end.ipynb #c016
 def _resolve_device(config, backends: dict) -> tuple:
     """(device, dtype, attention backend name) with every 'auto' replaced; `backends` are those on offer."""
     device = config.device
@@ -215,49 +200,68 @@ def _resolve_async_scheduling(config, model_config, device) -> bool:
     return overlap
 
 
-# %% chapters/A5_engine_front_end.ipynb #c018
+# %% chapters/A5_engine_front_end.ipynb #c016
+def _refused(default, kind: str, why: str, help: str, optional: bool = False):
+    """A vLLM option nanoserve has no machinery for: accepted at its default, refused by name otherwise."""
+    return field(default, Rule(kind, choices=(default,), optional=optional, why=why, help=help))
+
+
 @dataclass
 class EngineConfig:
     """The LLM constructor's arguments; `resolve(model_config)` turns every 'auto'/None into a value."""
 
-    model: str | os.PathLike
-    tokenizer: object = None  # a path, or a tokenizer object; None means the model's own
-    skip_tokenizer_init: bool = False
-    device: str | torch.device = "auto"
-    dtype: str | torch.dtype = "auto"
-    seed: int | None = 0  # None: a fresh random seed
-    max_model_len: int | None = None
-    max_num_seqs: int = 256
-    max_num_batched_tokens: int | None = None
-    block_size: int | None = None
-    num_kv_blocks: int | None = None
-    gpu_memory_utilization: float = 0.9
-    enable_prefix_caching: bool = True
-    enforce_eager: bool = False
-    tensor_parallel_size: int = 1
-    attention_backend: str = "auto"
-    # the class of attention_backend, set by resolve from the backends on offer
+    model: str | os.PathLike = field(dataclasses.MISSING, Rule("str", parse=_model, help="hub id or checkpoint directory"))
+    tokenizer: object = field(None, Rule("str", parse=_tokenizer, help="tokenizer hub id or directory (default: the model's)"))
+    skip_tokenizer_init: bool = field(False, Rule("bool", help="no tokenizer: prompts are token ids, outputs have no text"))
+    device: str | torch.device = field("auto", Rule("str", parse=lambda _, v: parse_device(v), help="auto, cpu, cuda or cuda:N"))
+    dtype: str | torch.dtype = field("auto", Rule("str", parse=lambda _, v: parse_dtype(v),
+                                                  help="auto, float32, bfloat16, float16, half or float"))
+    seed: int | None = field(0, Rule("int", parse=_seed, help="engine seed (None: a fresh one)"))
+    max_model_len: int | None = field(None, Rule("int", ge=2, optional=True, help="longest prompt plus output "
+                                                 "(default: the model's max_position_embeddings)"))
+    max_num_seqs: int = field(256, Rule("int", ge=1, help="sequences in one step at most"))
+    max_num_batched_tokens: int | None = field(None, Rule("int", ge=1, optional=True, help="tokens in one step at most"))
+    block_size: int | None = field(None, Rule("int", ge=1, optional=True, help="tokens per KV block"))
+    num_kv_blocks: int | None = field(None, Rule("int", ge=1, optional=True, help="KV blocks (default: from memory)"))
+    gpu_memory_utilization: float = field(0.9, Rule("float", gt=0.0, le=1.0, help="share of the GPU this engine may use"))
+    enable_prefix_caching: bool = field(True, Rule("bool", help="reuse the KV blocks of shared prefixes"))
+    enforce_eager: bool = field(False, Rule("bool", help="no CUDA graphs"))
+    tensor_parallel_size: int = field(1, Rule("int", ge=1, help="GPUs the model is split over"))
+    attention_backend: str = field("auto", Rule("str", choices=BACKENDS, help="attention kernels"))
+    # the class of attention_backend, set by resolve from the backends on offer (not an argument: no rule)
     attention_backend_class: type | None = dataclasses.field(default=None, repr=False, compare=False)
-    fused_kernels: bool = True  # Triton norms/rotary/SiLU on CUDA (chapter 10); no effect on CPU
-    async_scheduling: bool | None = None  # host one step ahead of the GPU (chapter 11); None: on CUDA at TP=1
-    tp_worker_timeout_s: float = 60.0  # a TP worker silent this long is killed and reported (chapter 14)
+    fused_kernels: bool = field(True, Rule("bool", help="Triton norms/rotary/SiLU on CUDA (chapter 10)"))
+    async_scheduling: bool | None = field(None, Rule("bool", optional=True, help="host one step ahead of the GPU "
+                                                     "(chapter 11; default: on CUDA at TP=1)"))
+    tp_worker_timeout_s: float = field(60.0, Rule("float", parse=_seconds, help="a silent TP worker is killed after this"))
     # vLLM's names for the rest (section 6): some map onto the above, some are refused unless default
-    revision: str | None = None  # the hub revision (branch, tag or commit) to download
-    download_dir: str | None = None  # the hub cache directory to download into
-    max_logprobs: int = 20  # the largest logprobs / prompt_logprobs a request may ask for
-    enable_chunked_prefill: bool = True  # False: every prompt in one step (the budget must hold max_model_len)
-    generation_config: str = "auto"  # "auto": default sampling from generation_config.json; "vllm": ignore it
-    trust_remote_code: bool = False  # accepted either way: nanoserve runs only its own Qwen3 code
-    tokenizer_mode: str = "auto"
-    kv_cache_dtype: str = "auto"  # the KV cache is stored in the model's dtype
-    quantization: str | None = None
-    disable_log_stats: bool = False  # accepted: nanoserve logs no periodic stats
-    disable_cascade_attn: bool = False  # True: decode graphs never split a shared prefix off (chapter 13)
-    swap_space: float = 4  # vLLM's CPU swap space (GiB): accepted at its default, never used (we recompute)
-    hf_token: str | None = None  # accepted as None; the hub download reads HF_TOKEN from the environment
+    revision: str | None = field(None, Rule("str", optional=True, help="hub revision (branch, tag or commit)"))
+    download_dir: str | None = field(None, Rule("str", optional=True, parse=_path, help="hub cache directory"))
+    max_logprobs: int = field(20, Rule("int", ge=-1, note="(-1 = no limit)", help="largest logprobs a request may ask"))
+    enable_chunked_prefill: bool = field(True, Rule("bool", help="False: every prompt in one step"))
+    generation_config: str = field("auto", Rule("str", parse=_generation_config, help="sampling defaults: "
+                                                "auto (the model's generation_config.json), vllm (none) or a directory"))
+    trust_remote_code: bool = field(False, Rule("bool", help="accepted: nanoserve runs only its own model code"))
+    tokenizer_mode: str = _refused("auto", "str", "nanoserve loads the model's fast (tokenizers) tokenizer; "
+                                   "use tokenizer_mode='auto'", "auto only")
+    kv_cache_dtype: str = _refused("auto", "str", "the KV cache is stored in the model's dtype; use "
+                                   "kv_cache_dtype='auto'", "auto only")
+    quantization: str | None = _refused(None, "str", "nanoserve runs unquantized float32/bfloat16/float16 weights; "
+                                        "use quantization=None", "none only", optional=True)
+    load_format: str = _refused("auto", "str", "the loader reads safetensors or GGUF as it finds them; "
+                                "use load_format='auto'", "auto only")
+    disable_log_stats: bool = field(False, Rule("bool", help="accepted: nanoserve logs no periodic stats"))
+    disable_cascade_attn: bool = field(False, Rule("bool", help="decode graphs never split a shared prefix off"))
+    swap_space: float = _refused(4, "float", "a preempted sequence is recomputed, never swapped to CPU memory; "
+                                 "leave swap_space at 4 (vLLM's default)", "GiB; 4 only")
+    hf_token: str | None = field(None, Rule("str", optional=True, parse=_no_token, help="use HF_TOKEN instead"))
+    speculative_config: dict | None = field(None, Rule("json", optional=True, parse=_speculative_config,
+                                                       help="speculative decoding, as JSON (chapter 18)"))
+    torch_profiler_dir: str | None = field(None, Rule("str", optional=True, parse=_path, help="where "
+                                           "start_profile() writes traces (default: $VLLM_TORCH_PROFILER_DIR)"))
 
     def __post_init__(self):
-        _check_engine_args(self)
+        check_fields(self)
 
     def model_path(self):
         """The checkpoint directory: `model` itself, or its hub snapshot at `revision` in `download_dir`."""
@@ -290,7 +294,7 @@ class EngineConfig:
         return max(1, min(wanted, CPU_KV_CACHE_BYTES // block_bytes))
 
 
-# %% chapters/A5_engine_front_end.ipynb #c020
+# %% chapters/A5_engine_front_end.ipynb #c018
 def available_memory_bytes(device: torch.device) -> int:
     """What a KV cache could take at most: free memory on a GPU, physical RAM on the host."""
     if device.type == "cuda":

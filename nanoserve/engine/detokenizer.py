@@ -3,7 +3,7 @@
 __all__ = ['IncrementalDetokenizer']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c026
+# %% chapters/A5_engine_front_end.ipynb #c027
 def _decode_stream(tokenizer, skip_special_tokens: bool):
     """A `tokenizers` DecodeStream for a fast tokenizer whose decode adds no clean-up, else None."""
     backend = getattr(tokenizer, "backend_tokenizer", None)

@@ -3,9 +3,10 @@
 __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c043
+# %% chapters/A5_engine_front_end.ipynb #c044
 from concurrent.futures import ThreadPoolExecutor
 
+from nanoserve.engine.arg_utils import EngineArgs
 from nanoserve.engine.config import EngineConfig, check_kv_cache_fits
 from nanoserve.engine.input_processor import InputProcessor, Request, engine_tokenizer_source, load_engine_tokenizer
 from nanoserve.engine.output_processor import OutputProcessor
@@ -31,7 +32,7 @@ def request_id_list(request_id) -> list:
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c045
+# %% chapters/A5_engine_front_end.ipynb #c046
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 
@@ -59,6 +60,13 @@ class LLMEngine:
     def from_args(cls, model, **kwargs) -> "LLMEngine":
         """Build from the same keyword arguments as `LLM`."""
         return cls(EngineConfig(model=model, **kwargs))
+
+    @classmethod
+    def from_engine_args(cls, engine_args: EngineArgs) -> "LLMEngine":
+        """Build from an EngineArgs (vLLM's way), checked as it becomes an EngineConfig."""
+        if not isinstance(engine_args, EngineArgs):
+            raise TypeError(f"engine_args must be an EngineArgs, got {type(engine_args).__name__}")
+        return cls(engine_args.create_engine_config())
 
     # ---- what the parts hold ------------------------------------------------------------
     scheduler = property(lambda self: self.core.scheduler, doc="The core's scheduler.")

@@ -5,7 +5,7 @@ __all__ = ['GENERATION_DEFAULTS', 'Request', 'eos_token_ids', 'generation_defaul
            'bad_words_token_ids', 'InputProcessor', 'check_drawable']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c029
+# %% chapters/A5_engine_front_end.ipynb #c030
 import dataclasses
 import itertools
 import json
@@ -93,7 +93,7 @@ def load_engine_tokenizer(source):
     return load_checked_tokenizer(source) if isinstance(source, Path) else source
 
 
-# %% chapters/A5_engine_front_end.ipynb #c031
+# %% chapters/A5_engine_front_end.ipynb #c032
 class TextPrompt(TypedDict):
     """vLLM's text prompt: {"prompt": str}."""
 
@@ -161,7 +161,7 @@ def bad_words_token_ids(tokenizer, words: list) -> list:
     return out
 
 
-# %% chapters/A5_engine_front_end.ipynb #c033
+# %% chapters/A5_engine_front_end.ipynb #c034
 class InputProcessor:
     """Checks requests at the door and turns them into `Request`s with their sequences."""
 
@@ -169,7 +169,9 @@ class InputProcessor:
         self.config, self.tokenizer, self.num_kv_blocks = config, tokenizer, num_kv_blocks
         self.vocab_size = model_config.vocab_size
         self.eos_token_ids = eos_token_ids(model_path, model_config, tokenizer)
-        self.defaults = generation_defaults(model_path) if config.generation_config == "auto" else {}
+        # generation_config: "auto" reads the checkpoint's own file, "vllm" none, anything else is its directory
+        source = {"auto": model_path, "vllm": None}.get(config.generation_config, config.generation_config)
+        self.defaults = generation_defaults(Path(source)) if source is not None else {}
         self.live_requests = live_requests  # ids in use (the output processor's table)
         self._seq_ids, self._request_ids = itertools.count(), itertools.count()
 

@@ -3,7 +3,7 @@
 __all__ = ['profile_gpu_kv_blocks', 'dummy_step']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c024
+# %% chapters/A5_engine_front_end.ipynb #c025
 import logging
 import math
 
