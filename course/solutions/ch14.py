@@ -33,8 +33,29 @@ def greedy_from_shards_local_ids(shards):
     return ids.gather(0, values.argmax(0, keepdim=True))[0]
 
 
-SOLUTIONS = {"14.1": kv_heads_of_rank, "14.2": greedy_from_shards}
-WRONG = {"14.1": kv_heads_round_robin, "14.2": greedy_from_shards_local_ids}
+def shard_range(kind, full_shape, rank, tp_size):
+    """Columns split dim 0 and rows dim 1 evenly; the vocabulary in equal blocks, the last ones cut at its end."""
+    if kind == "column":
+        size = full_shape[0] // tp_size
+        return 0, rank * size, size
+    if kind == "row":
+        size = full_shape[1] // tp_size
+        return 1, rank * size, size
+    block = -(-full_shape[0] // tp_size)  # every rank the same block; the vocabulary may end inside one
+    start = min(rank * block, full_shape[0])
+    return 0, start, min(block, full_shape[0] - start)
+
+
+def shard_range_floor_vocab(kind, full_shape, rank, tp_size):
+    """A typical mistake: vocab // tp ids per rank, so an uneven vocabulary loses its last ids."""
+    if kind == "vocab":
+        size = full_shape[0] // tp_size
+        return 0, rank * size, size
+    return shard_range(kind, full_shape, rank, tp_size)
+
+
+SOLUTIONS = {"14.1": kv_heads_of_rank, "14.2": greedy_from_shards, "14.5": shard_range}
+WRONG = {"14.1": kv_heads_round_robin, "14.2": greedy_from_shards_local_ids, "14.5": shard_range_floor_vocab}
 EXPLANATIONS = {
     "14.3": (
         "Gathering the logits sends rank 1's half of every row to rank 0: 256 rows x 75,968 ids x 4 bytes =\n"

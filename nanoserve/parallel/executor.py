@@ -4,7 +4,7 @@ from __future__ import annotations
 __all__ = ['TensorParallelExecutor']
 
 
-# %% chapters/14_tensor_parallel.ipynb #c029
+# %% chapters/14_tensor_parallel.ipynb #c031
 import torch
 
 from nanoserve.engine.selector import build_runner, graph_variants
@@ -12,7 +12,7 @@ from nanoserve.parallel.layers import ShardedLayers
 from nanoserve.parallel.workers import RankPool, check_tp_size
 
 
-# %% chapters/14_tensor_parallel.ipynb #c031
+# %% chapters/14_tensor_parallel.ipynb #c033
 def _build_runner(ctx, config, model_config):
     """On every rank: a runner whose model holds only this rank's shard of every weight."""
     group = ctx.group
@@ -47,7 +47,7 @@ def _shutdown_runner(ctx) -> None:
         runner.shutdown()
 
 
-# %% chapters/14_tensor_parallel.ipynb #c032
+# %% chapters/14_tensor_parallel.ipynb #c034
 class TensorParallelExecutor:
     """The Executor over a RankPool: rank 0 prepares and samples, every rank runs its shard of the forward."""
 
