@@ -60,3 +60,103 @@ def test_llm_chat_takes_an_assistant_turn_without_content(llm):
     again = llm.generate(TokensPrompt(prompt_token_ids=out.prompt_token_ids), SamplingParams(temperature=0, max_tokens=2),
                          use_tqdm=False)[0]
     assert again.outputs[0].token_ids == out.outputs[0].token_ids
+
+
+# ---- issue 38: the offline gaps -------------------------------------------------------------
+def test_greedy_n_above_one_is_refused_as_vllm_does():
+    from nanoserve import SamplingParams
+
+    with pytest.raises(ValueError, match="n must be 1 when using greedy sampling, got 2"):
+        SamplingParams(n=2, temperature=0)
+    assert SamplingParams(n=2, temperature=0.5).n == 2
+
+
+def test_logprobs_true_means_one_and_spaces_between_special_tokens_only_true():
+    from nanoserve import SamplingParams
+
+    assert SamplingParams(logprobs=True).logprobs == 1 and SamplingParams(prompt_logprobs=False).prompt_logprobs == 0
+    assert SamplingParams(spaces_between_special_tokens=True).spaces_between_special_tokens
+    with pytest.raises(ValueError, match="spaces_between_special_tokens=False is not supported"):
+        SamplingParams(spaces_between_special_tokens=False)
+    with pytest.raises(TypeError, match="spaces_between_special_tokens"):
+        SamplingParams(spaces_between_special_tokens="yes")
+
+
+def test_load_format_auto_is_accepted_and_others_refused():
+    assert EngineConfig("some/model", load_format="auto").load_format == "auto"
+    with pytest.raises(ValueError, match="load_format='bitsandbytes' is not supported"):
+        EngineConfig("some/model", load_format="bitsandbytes")
+
+
+def test_speculative_config_is_parsed_by_chapter_18():
+    spec_decode = pytest.importorskip("nanoserve.engine.spec_decode")
+    spec = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+    parsed = EngineConfig("some/model", speculative_config=spec).speculative_config
+    assert isinstance(parsed, spec_decode.SpeculativeConfig)
+    assert EngineConfig("some/model").speculative_config is None
+    with pytest.raises(ValueError, match="num_speculative_tokens"):
+        EngineConfig("some/model", speculative_config={**spec, "num_speculative_tokens": -1})
+
+
+def test_generation_config_may_name_a_directory(tmp_path):
+    import json
+
+    from nanoserve import LLM
+
+    path = make_tiny_checkpoint(tmp_path / "tiny", seed=4, max_position_embeddings=64)
+    other = tmp_path / "gen"
+    other.mkdir()
+    (other / "generation_config.json").write_text(json.dumps({"temperature": 0.3, "top_k": 7, "max_new_tokens": 3}))
+    with LLM(str(path), device="cpu", skip_tokenizer_init=True, block_size=4, num_kv_blocks=16,
+             generation_config=str(other)) as llm:
+        d = llm.get_default_sampling_params()
+        assert (d.temperature, d.top_k, d.max_tokens) == (0.3, 7, 3)
+    with pytest.raises(ValueError, match="generation_config must be 'auto'.*'vllm'.*or a directory"):
+        EngineConfig(str(path), generation_config=str(tmp_path / "missing"))
+
+
+def test_profiler_writes_a_trace_or_is_refused_by_name(llm, tmp_path, monkeypatch):
+    from nanoserve import SamplingParams
+
+    monkeypatch.delenv("VLLM_TORCH_PROFILER_DIR", raising=False)
+    with pytest.raises(ValueError, match="VLLM_TORCH_PROFILER_DIR"):
+        llm.start_profile()
+    with pytest.raises(RuntimeError, match="start_profile"):
+        llm.stop_profile()
+    monkeypatch.setenv("VLLM_TORCH_PROFILER_DIR", str(tmp_path / "traces"))
+    llm.start_profile()
+    llm.generate("hello", SamplingParams(temperature=0, max_tokens=2), use_tqdm=False)
+    llm.stop_profile()
+    assert any((tmp_path / "traces").iterdir())
+    assert len(llm.generate("hello", SamplingParams(temperature=0, max_tokens=2), use_tqdm=False)[0].outputs[0].token_ids)
+
+
+def test_chat_content_format_and_tokenization_kwargs(llm):
+    from nanoserve import SamplingParams
+
+    template = "{% for m in messages %}{% for part in m['content'] %}{{ part['text'] }}|{% endfor %}{% endfor %}"
+    conv = [{"role": "user", "content": "hi there"}]
+    greedy = SamplingParams(temperature=0, max_tokens=1)
+    out = llm.chat(conv, greedy, use_tqdm=False, chat_template=template, chat_template_content_format="openai")[0]
+    assert out.prompt == "hi there|"
+    assert llm.chat(conv, greedy, use_tqdm=False, chat_template_content_format="string")[0].prompt
+    with pytest.raises(ValueError, match="chat_template_content_format"):
+        llm.chat(conv, greedy, use_tqdm=False, chat_template_content_format="jinja")
+    with pytest.raises(ValueError, match="tokenization_kwargs"):
+        llm.chat(conv, greedy, use_tqdm=False, tokenization_kwargs={"truncation": True})
+    assert llm.chat(conv, greedy, use_tqdm=False, tokenization_kwargs=None)[0].outputs[0].token_ids
+
+
+def test_cleanup_frees_the_engine(tmp_path):
+    import weakref
+
+    from nanoserve import LLM
+    from nanoserve.llm import cleanup_dist_env_and_memory
+
+    path = make_tiny_checkpoint(tmp_path / "tiny", seed=4, max_position_embeddings=64)
+    llm = LLM(str(path), device="cpu", skip_tokenizer_init=True, block_size=4, num_kv_blocks=16)
+    engine = weakref.ref(llm.engine)
+    llm.shutdown()
+    del llm
+    cleanup_dist_env_and_memory()
+    assert engine() is None
