@@ -45,11 +45,11 @@ SUBCOMMANDS = {  # name -> what it does; each has its own -h
 
 
 def _pair(text: str, name: str) -> tuple:
-    """'LO,HI' -> (LO, HI)."""
+    """'LO,HI' -> (LO, HI); one 'N' (vLLM's fixed length) -> (N, N)."""
     try:
-        low, high = (int(v) for v in text.split(","))
+        low, high = (int(v) for v in (text.split(",") if "," in text else (text, text)))
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{name} must look like 100,1024, got {text!r}") from None
+        raise argparse.ArgumentTypeError(f"{name} must look like 100,1024 or 512, got {text!r}") from None
     return low, high
 
 
@@ -85,10 +85,12 @@ def run_parser() -> argparse.ArgumentParser:
     p.add_argument("--model", help="model directory (config.json + safetensors) or hub id; required unless --preset")
     p.add_argument("--out", default=DEFAULT_RESULTS_DIR, help="directory for the JSON results")
     p.add_argument("--runs", type=int, default=2, help="timed runs per throughput workload")
-    p.add_argument("--num-requests", type=int, default=None, help="default: each workload's own")
-    p.add_argument("--prompt-len", type=lambda s: _pair(s, "--prompt-len"), default=None, metavar="LO,HI",
+    # vllm bench throughput's spellings are aliases: --num-prompts, --input-len N, --output-len N
+    p.add_argument("--num-requests", "--num-prompts", dest="num_requests", type=int, default=None,
                    help="default: each workload's own")
-    p.add_argument("--output-len", type=lambda s: _pair(s, "--output-len"), default=None, metavar="LO,HI",
+    p.add_argument("--prompt-len", "--input-len", dest="prompt_len", type=lambda s: _pair(s, "--prompt-len"),
+                   default=None, metavar="LO,HI or N", help="default: each workload's own")
+    p.add_argument("--output-len", type=lambda s: _pair(s, "--output-len"), default=None, metavar="LO,HI or N",
                    help="default: each workload's own")
     p.add_argument("--max-token-id", type=int, default=MAX_TOKEN_ID, help="prompt ids are randint(0, this)")
     p.add_argument("--seed", type=int, default=0)
@@ -281,7 +283,8 @@ def _one_line(metrics: dict) -> str:
                          for b, m in metrics["batches"].items())
     runs = ", ".join(f"{v:.0f}" for v in metrics["tok_s_runs"])
     short = "" if metrics["complete"] else f" INCOMPLETE: expected {metrics['expected_output_tokens']} (complete: false)"
-    return f"{metrics['tok_s']:.0f} tok/s (runs {runs}), {metrics['output_tokens']} output tokens{short}"
+    return (f"{metrics['tok_s']:.0f} tok/s (runs {runs}), {metrics['output_tokens']} output tokens, "
+            f"{metrics['tokens_per_second']:.0f} total tokens/s{short}")
 
 
 class _CallLines:

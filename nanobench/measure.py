@@ -91,11 +91,16 @@ def measure_throughput(engine, requests, *, runs: int, temperature: float, seed:
         tokens.append(sum(counts))
     expected = total_output_tokens(requests)
     tok_s_runs = [t / w for t, w in zip(tokens, walls)]
+    median_run = sorted(range(runs), key=lambda r: walls[r])[(runs - 1) // 2]  # the run vLLM's keys describe
+    elapsed, total = walls[median_run], tokens[median_run] + total_prompt_tokens(requests)
     metrics = {"output_tokens": tokens[0], "expected_output_tokens": expected,
                "complete": all(t == expected for t in tokens), "prompt_tokens": total_prompt_tokens(requests),
                "wall_s_runs": walls, "output_tokens_runs": tokens, "tok_s_runs": tok_s_runs,
                "tok_s": statistics.median(tok_s_runs), "prefix_cache_reset": resets,
                "total_tok_s": statistics.median([(t + total_prompt_tokens(requests)) / w for t, w in zip(tokens, walls)]),
+               # vllm bench throughput's names, for the median run (tokens: prompt plus output)
+               "elapsed_time": elapsed, "num_requests": len(requests), "total_num_tokens": total,
+               "requests_per_second": len(requests) / elapsed, "tokens_per_second": total / elapsed,
                "runs_note": "run 0 is the seeded workload; run r>0 has the same lengths and max_tokens "
                             "with prompt ids redrawn from seed+r"}
     return metrics, recorded

@@ -151,6 +151,28 @@ def test_measure_throughput_warms_up_resets_and_redraws():
     assert timeline is None  # the fake exposes no step()
 
 
+def test_throughput_metrics_carry_vllm_bench_throughput_keys():
+    eng, wl = FakeEngine(), make_workload("random", 6)
+    metrics, _ = measure_throughput(eng, wl, runs=3, temperature=0.6)
+    m = metrics
+    assert m["num_requests"] == 6 and m["elapsed_time"] in m["wall_s_runs"]
+    run = m["wall_s_runs"].index(m["elapsed_time"])
+    assert m["total_num_tokens"] == m["prompt_tokens"] + m["output_tokens_runs"][run]
+    assert m["tokens_per_second"] == pytest.approx(m["total_num_tokens"] / m["elapsed_time"])
+    assert m["requests_per_second"] == pytest.approx(6 / m["elapsed_time"])
+    assert sorted(m["wall_s_runs"])[1] == m["elapsed_time"]  # the median run of three
+    assert m["tokens_per_second"] > m["tok_s"]  # prompt tokens count too; the project's tok_s stays beside
+
+
+def test_vllm_bench_throughput_flag_names_are_accepted(tmp_path):
+    args = parse_run_args(["--engine", "nanoserve", "--workload", "random", "--model", str(tmp_path),
+                           "--num-prompts", "7", "--input-len", "32", "--output-len", "8"])
+    assert (args.num_requests, args.prompt_len, args.output_len) == (7, (32, 32), (8, 8))
+    args = parse_run_args(["--engine", "nanoserve", "--workload", "random", "--model", str(tmp_path),
+                           "--num-requests", "3", "--prompt-len", "4,12", "--output-len", "2,6"])
+    assert (args.num_requests, args.prompt_len, args.output_len) == (3, (4, 12), (2, 6))
+
+
 def test_measure_latency_reports_each_batch():
     eng = FakeEngine()
     m = measure_latency(eng, batch_sizes=(1, 4), length=8, reps=2)
