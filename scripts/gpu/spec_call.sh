@@ -1,0 +1,34 @@
+#!/usr/bin/env bash
+# Chapter 18's H200 session (no network there). What travels is bigger than one call may carry, so it goes in
+# parts, one call each, right after one another (/root/stash lasts while the machine stays warm):
+#   bash scripts/gpu/spec_call.sh stash spec/NN   carrying .gpu/spec/NN (NN = 00..07: vLLM 0.24.0, its offline deps,
+#                                                 numba and llvmlite, as one tar split in 42 MB parts)
+#   bash scripts/gpu/spec_call.sh stash smolK     carrying .gpu/smolK (K = 1, 2: the SmolLM2 GGUF's first parts)
+#   bash scripts/gpu/spec_call.sh run             carrying .gpu/spec/08, .gpu/spec/SHA256, .gpu/smol3, the flash-attn
+#                                                 wheel and .gpu/wheels: installs, runs the GPU test, then the bench
+# (.gpu/spec is made on the CPU machine: tar the wheels into one file, `split -b 42m`, one folder per part.)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+S=/root/stash; mkdir -p "$S/spec" "$S/smol"
+if [[ "$1" == stash ]]; then
+  case "$2" in spec/*) cp .gpu/"$2"/* "$S/spec/";; smol*) cp .gpu/"$2"/* "$S/smol/";; esac
+  ls "$S/spec" "$S/smol" | tr '\n' ' '; echo; exit 0
+fi
+cp .gpu/spec/08/* "$S/spec/"
+cat "$S"/spec/part* > /tmp/all.tar
+echo "$(cat .gpu/spec/SHA256)  /tmp/all.tar" | sha256sum -c - || exit 1
+mkdir -p /tmp/pack && tar xf /tmp/all.tar -C /tmp/pack && rm /tmp/all.tar
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/vsite /tmp/pack/w/*.whl || exit 1
+cp .gpu/smol3/* "$S/smol/"
+export NANOSERVE_CACHE=/tmp/nanoserve-cache; mkdir -p "$NANOSERVE_CACHE"
+GGUF=$NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
+cat "$S"/smol/smolpart_00 "$S"/smol/smolpart_01 "$S"/smol/smolpart_02 > "$GGUF"
+echo "$(cat "$S/smol/SHA256")  $GGUF" | sha256sum -c - || exit 1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+OUT=${OUT:-/tmp/spec_out}; mkdir -p "$OUT"
+timeout 150 python3 -m pytest -q -x tests/gpu/test_spec_decode_gpu.py -p no:cacheprovider >"$OUT/gpu_tests.log" 2>&1
+echo "spec-decode GPU test exit $?"; tail -5 "$OUT/gpu_tests.log"
+timeout 420 python3 scripts/gpu/spec_decode_bench.py --gguf "$GGUF" --out "$OUT" 2>&1 | grep -v "Warning\|warn(" \
+  | tail -60
+ls "$OUT"
