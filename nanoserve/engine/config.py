@@ -31,16 +31,13 @@ def parse_device(device) -> torch.device | str:
     """'auto' stays 'auto'; 'cpu', 'cuda', 'cuda:N' or a torch.device become a torch.device."""
     if device == "auto":
         return "auto"
-    if isinstance(device, torch.device):
-        dev = device
-    elif isinstance(device, str):
-        try:
-            dev = torch.device(device)
-        except RuntimeError:
-            raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}") from None
-    else:
+    if not isinstance(device, (str, torch.device)):
         raise TypeError(f"device must be a str or torch.device, got {device!r}")
-    if dev.type not in ("cpu", "cuda"):
+    try:
+        dev = torch.device(device)
+    except RuntimeError:
+        dev = None
+    if dev is None or dev.type not in ("cpu", "cuda"):
         raise ValueError(f"device must be 'auto', 'cpu' or 'cuda', got {device!r}")
     return dev
 
@@ -50,16 +47,12 @@ def parse_dtype(dtype) -> torch.dtype | str:
     becomes a torch.dtype."""
     if dtype == "auto":
         return "auto"
-    if isinstance(dtype, torch.dtype):
-        if dtype not in DTYPES.values():
-            raise ValueError(f"dtype must be one of {sorted(DTYPES)}, got {dtype}")
-        return dtype
-    if isinstance(dtype, str):
-        name = DTYPE_ALIASES.get(dtype, dtype)
-        if name not in DTYPES:
-            raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES) + sorted(DTYPE_ALIASES)}, got {dtype!r}")
-        return DTYPES[name]
-    raise TypeError(f"dtype must be a str or torch.dtype, got {dtype!r}")
+    if not isinstance(dtype, (str, torch.dtype)):
+        raise TypeError(f"dtype must be a str or torch.dtype, got {dtype!r}")
+    found = dtype if dtype in DTYPES.values() else DTYPES.get(DTYPE_ALIASES.get(dtype, dtype))
+    if found is None:
+        raise ValueError(f"dtype must be 'auto' or one of {sorted(DTYPES) + sorted(DTYPE_ALIASES)}, got {dtype!r}")
+    return found
 
 
 # %% chapters/A5_engine_front_end.ipynb #c010
