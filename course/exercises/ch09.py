@@ -1,4 +1,6 @@
 """Checkers for chapter 09's exercises (CUDA graphs)."""
+import contextlib
+import dataclasses
 import tempfile
 from pathlib import Path
 from types import SimpleNamespace
@@ -10,7 +12,7 @@ from nanoserve.attention.paged_decode import PagedDecode
 from nanoserve.attention.paged_decode import pick_bucket as bucket_for
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.engine.graph_runner import GraphRunner, StaticInputs, graph_buckets
-from nanoserve.engine.model_runner import build_step_inputs
+from nanoserve.engine.model_runner import build_step_inputs, table_input_ids
 
 __all__ = ["CHECKS"]
 
@@ -69,8 +71,8 @@ def _steps() -> list:
                                                                    [True, True], 4))]
 
 
-def _graphed_tokens(variant_class) -> tuple:
-    """Greedy tokens of the tiny engine on this CPU: eager, and through a GraphRunner with `variant_class`."""
+def _graphed_tokens(variant_class=PagedDecode, runner_class=GraphRunner) -> tuple:
+    """Greedy tokens of the tiny engine on this CPU: eager, and through `runner_class` with `variant_class`."""
     from nanoserve import LLM, SamplingParams
     from nanoserve.engine import selector
     from nanoserve.model.tiny import make_tiny_checkpoint
@@ -78,14 +80,14 @@ def _graphed_tokens(variant_class) -> tuple:
     tiny = make_tiny_checkpoint(Path(tempfile.mkdtemp()) / "tiny", seed=3, tie_word_embeddings=False)
     prompts = [dict(prompt_token_ids=list(range(3 + 5 * i, 9 + 7 * i))) for i in range(4)]
     params = SamplingParams(temperature=0, max_tokens=6)
-    kwargs = dict(skip_tokenizer_init=True, device="cpu", block_size=4, num_kv_blocks=64)
+    kwargs = dict(skip_tokenizer_init=True, device="cpu", block_size=4, num_kv_blocks=64, max_num_seqs=8)
     want = [o.outputs[0].token_ids for o in LLM(str(tiny), **kwargs).generate(prompts, params, use_tqdm=False)]
 
     def build(config, model_config):
         runner = selector.build_runner(config, model_config)
         variant = variant_class(runner.backend, graph_buckets(config.max_num_seqs), config.max_model_len,
                                 config.block_size)
-        return GraphRunner(runner, [variant])
+        return runner_class(runner, [variant])
 
     built, selector.build_executor = selector.build_executor, build
     try:
@@ -124,4 +126,147 @@ def check_decode_staging(variant_class) -> str:
             "set USE_MY_DECODE_STAGING = True and re-run")
 
 
-CHECKS = {"09.1": check_worst_padding, "09.2": check_graph_count, "09.6": check_decode_staging}
+class EmulatedGraph:
+    """A CUDA graph on a CPU: replay re-runs the decode call recorded in it on the SAME tensors, into the same output."""
+
+    def __init__(self):
+        self.calls, self.pool = [], None
+
+    def replay(self) -> None:
+        for fn, args, out in self.calls:
+            out.copy_(fn(*args))
+
+
+class EmulatedCUDA:
+    """Just enough of torch.cuda to capture a decode graph on a CPU, and a log of what was called in which order."""
+
+    def __init__(self):
+        self.capturing, self.log = None, []
+
+    def graph_pool_handle(self):
+        return ("pool", id(self))
+
+    def synchronize(self) -> None:
+        self.log.append("synchronize")
+
+    def CUDAGraph(self) -> EmulatedGraph:  # noqa: N802  torch.cuda's name
+        return EmulatedGraph()
+
+    @contextlib.contextmanager
+    def graph(self, graph: EmulatedGraph, pool=None):
+        if self.capturing is not None:
+            raise RuntimeError("a capture is already under way")
+        self.capturing, graph.pool = graph, pool
+        self.log.append("capture")
+        try:
+            yield graph
+        finally:
+            self.capturing = None
+
+    def recorded(self, decode):
+        """`decode`, recorded into the graph being captured when called inside `graph(...)`."""
+        def call(*args):
+            out = decode(*args)
+            if self.capturing is None:
+                self.log.append("decode")
+            else:
+                self.log.append("decode in capture")
+                self.capturing.calls.append((decode, args, out))
+            return out
+        return call
+
+
+def graph_runner_with(graph_class):
+    """GraphRunner whose decode buckets replay the reader's `graph_class` (captured for real on CUDA, emulated off it)."""
+    class ReadersGraphRunner(GraphRunner):
+        """Chapter 09's graph runner; each decode bucket's forward is the reader's captured graph."""
+
+        def _capture(self) -> None:
+            super()._capture()  # head graphs, and every other variant's graphs, as the chapter captures them
+            on_cuda = self.runner.device.type == "cuda"
+            api = torch.cuda if on_cuda else EmulatedCUDA()
+            pool = api.graph_pool_handle()
+            decode_keys = sorted((key for key in self.batches if key[0] == "decode"), key=lambda k: -k[1])
+            for key in decode_keys:  # largest bucket first, as the chapter captures
+                decode = self._decode_fn(self.batches[key], key[1])
+                graph = graph_class(decode if on_cuda else api.recorded(decode), key[1], self.runner.device, pool, api)
+                self.graphs[key] = self._replay_fn(graph, key[1])
+
+        def _decode_fn(self, batch, bucket: int):
+            c, table = self.common, self.runner.table
+
+            def decode(ids, positions, slots):
+                if table is not None:
+                    ids = table_input_ids(ids, c["token_rows"][:bucket], table.tokens)
+                return self.model(ids, positions, dataclasses.replace(batch, slot_mapping=slots))
+            return decode
+
+        def _replay_fn(self, graph, bucket: int):
+            c = self.common
+
+            def replay():
+                n = self._num_tokens
+                hidden = graph.replay(c["input_ids"][:n], c["positions"][:n], c["slot_mapping"][:n])
+                torch.index_select(hidden, 0, c["logits_indices"][:bucket], out=self.hidden[:bucket])
+            return replay
+
+        def _stage_common(self, step, order, temperatures) -> None:
+            self._num_tokens = step.num_tokens
+            super()._stage_common(step, order, temperatures)
+
+    return ReadersGraphRunner
+
+
+def _toy_decode(writes: list):
+    """A decode 'model': each call logs the cache slots it writes (-1: nowhere) and returns features of its lanes."""
+    weights = torch.arange(1.0, 9.0).reshape(4, 2)
+
+    def decode(ids, positions, slots):
+        writes.append(sorted(slots[slots >= 0].tolist()))
+        return torch.stack([ids.float(), positions.float()], dim=1) @ weights.T
+    return decode
+
+
+def check_decode_graph(graph_class) -> str:
+    """09.7 (build it yourself): one decode bucket as a graph: static buffers, warm-up, capture, and replay."""
+    writes, api = [], EmulatedCUDA()
+    pool = api.graph_pool_handle()
+    graph = graph_class(api.recorded(_toy_decode(writes)), 4, torch.device("cpu"), pool, api)
+    assert api.log[:3] == ["decode", "synchronize", "capture"], (
+        f"hint: building the graph called {api.log}: run decode once outside the capture (warm-up), "
+        "synchronize, then capture")
+    captured = [g for g in vars(graph).values() if isinstance(g, EmulatedGraph)]
+    assert api.log[3:] == ["decode in capture"] and captured and len(captured[0].calls) == 1, (
+        f"hint: call decode exactly once inside `with cuda.graph(graph, pool=pool)` and keep the graph; "
+        f"building it called {api.log}")
+    assert captured[0].pool == pool, "hint: capture into the pool you were given, so all buckets share one"
+    assert writes == [[], []], f"hint: warm-up and capture wrote into cache slots {writes}: static slots start at -1"
+    t = lambda xs: torch.tensor(xs, dtype=torch.int64)
+    steps = [("three lanes", t([5, 6, 7]), t([9, 3, 4]), t([20, 13, 8])),
+             ("one lane after three (the old lanes are padding now)", t([2]), t([11]), t([1])),
+             ("a full bucket", t([1, 2, 3, 4]), t([4, 3, 2, 1]), t([0, 2, 30, 31])),
+             ("two lanes after four", t([8, 9]), t([5, 7]), t([16, 17]))]
+    for what, ids, positions, slots in steps:
+        log, writes[:] = len(api.log), []
+        out = graph.replay(ids, positions, slots)
+        assert api.log[log:] == [], (f"hint: with {what} replay called {api.log[log:]}: copy the step into the "
+                                     "static buffers and call the graph's replay(), never decode itself")
+        want = _toy_decode([])(ids, positions, slots)
+        assert isinstance(out, torch.Tensor) and out.shape == want.shape, \
+            f"hint: with {what} return the first {len(ids)} rows of the captured output, got {out!r}"
+        assert torch.equal(out, want), (
+            f"hint: with {what} the replay computed {out[:, 0].tolist()} for ids {ids.tolist()}: a graph reads the "
+            "tensors it was captured with, so copy the step into them (copy_ or slice assignment), never rebind them")
+        assert writes == [sorted(slots.tolist())], (
+            f"hint: with {what} the replay wrote cache slots {writes}, expected only {sorted(slots.tolist())}: every "
+            "lane past the step's own is padding and must get slot -1 (write nowhere), also lanes an earlier, "
+            "larger step used")
+    want, got, replays = _graphed_tokens(runner_class=graph_runner_with(graph_class))
+    assert replays > 0, "hint: no decode step replayed through your graphs"
+    assert got == want, f"hint: the engine through your graphs gave {got}, eager {want}"
+    return (f"{replays} decode steps of the tiny engine replayed through your graphs (emulated on this CPU), "
+            "same greedy tokens as eager; set USE_MY_DECODE_GRAPH = True")
+
+
+CHECKS = {"09.1": check_worst_padding, "09.2": check_graph_count, "09.6": check_decode_staging,
+          "09.7": check_decode_graph}

@@ -1,5 +1,6 @@
 """Solutions to chapter 09's exercises (CUDA graphs)."""
 import numpy as np
+import torch
 
 from nanoserve.attention.paged_decode import GraphPlan, PagedDecode, pick_bucket, stage_tables
 from nanoserve.engine.graph_runner import graph_buckets
@@ -51,8 +52,41 @@ class PaddingReadsNowhere(MyPagedDecode):
         views["block_tables"][step.num_tokens:] = -1
 
 
-SOLUTIONS = {"09.1": worst_padding, "09.2": graphs_to_capture, "09.6": MyPagedDecode}
-WRONG = {"09.1": worst_padding_at_bucket_edges, "09.2": graphs_to_capture_one_head_each, "09.6": PaddingReadsNowhere}
+class DecodeGraph:
+    """One decode bucket as a graph: static buffers at padding values, a warm-up run, the capture, then replays."""
+
+    def __init__(self, decode, bucket, device, pool, cuda):
+        self.ids = torch.zeros(bucket, dtype=torch.int64, device=device)
+        self.positions = torch.zeros(bucket, dtype=torch.int64, device=device)
+        self.slots = torch.full((bucket,), -1, dtype=torch.int64, device=device)  # padding writes nowhere
+        decode(self.ids, self.positions, self.slots)  # warm-up: lazy set-up must not happen inside the capture
+        cuda.synchronize()
+        self.graph = cuda.CUDAGraph()
+        with cuda.graph(self.graph, pool=pool):
+            self.out = decode(self.ids, self.positions, self.slots)
+
+    def replay(self, ids, positions, slots):
+        n = len(ids)
+        for static, value, pad in ((self.ids, ids, 0), (self.positions, positions, 0), (self.slots, slots, -1)):
+            static[:n].copy_(value)
+            static[n:] = pad
+        self.graph.replay()
+        return self.out[:n]
+
+
+class StalePaddingGraph(DecodeGraph):
+    """A typical mistake: the step's rows are copied in, but lanes past them keep what an earlier step left there."""
+
+    def replay(self, ids, positions, slots):
+        n = len(ids)
+        self.ids[:n], self.positions[:n], self.slots[:n] = ids, positions, slots
+        self.graph.replay()
+        return self.out[:n]
+
+
+SOLUTIONS = {"09.1": worst_padding, "09.2": graphs_to_capture, "09.6": MyPagedDecode, "09.7": DecodeGraph}
+WRONG = {"09.1": worst_padding_at_bucket_edges, "09.2": graphs_to_capture_one_head_each, "09.6": PaddingReadsNowhere,
+         "09.7": StalePaddingGraph}
 
 EXPLANATIONS = {
     "09.3": """Each graph keeps the memory its intermediate tensors used, reserved in its pool. With one shared
