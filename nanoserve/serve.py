@@ -3,7 +3,7 @@
 __all__ = ['USAGE', 'serve_parser', 'server_limits', 'engine_kwargs', 'missing_serve_packages', 'cannot_listen', 'fail', 'main']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c052
+# %% chapters/A6_serving_hardening.ipynb #c058
 import argparse
 import os
 import sys

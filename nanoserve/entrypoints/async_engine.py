@@ -26,6 +26,7 @@ class RequestGroup:
         self.unfinished = set(request_ids)
         self.arrival = time.perf_counter()
         self.first_token_time: dict = {}  # request id -> when its first token reached this loop
+        self.last_token_time: dict = {}  # (request id, choice) -> when its latest tokens did (inter-token latency)
         self.num_prompt_tokens: dict = {}
         self.num_output_tokens = dict.fromkeys(request_ids, 0)
         self.ended: RequestAborted | None = None  # set when the server ended the group early
@@ -54,9 +55,9 @@ class RequestGroup:
         if new and rid not in self.first_token_time:
             self.first_token_time[rid] = now
         self.num_output_tokens[rid] += new
+        self.engine.metrics.observe(self, out, now)
         if out.finished:
             self.unfinished.discard(rid)
-            self.engine.metrics.observe_request(self, rid, out, now)
             if not self.unfinished:
                 self.engine._groups.discard(self)
 
@@ -279,4 +280,5 @@ class AsyncEngine(_EngineWorker):
                 "num_requests_waiting": engine.scheduler.num_waiting + queued,
                 "kv_blocks_used": bm.num_used_blocks, "kv_blocks_total": bm.num_blocks,
                 "prefix_cache_queries": getattr(bm, "query_tokens", 0),
-                "prefix_cache_hits": getattr(bm, "hit_tokens", 0)}
+                "prefix_cache_hits": getattr(bm, "hit_tokens", 0),
+                "num_preemptions": engine.scheduler.num_preemptions, "stats": engine.stats}

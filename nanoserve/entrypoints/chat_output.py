@@ -3,7 +3,7 @@
 __all__ = ['check_tool_choice', 'ChatDeltas', 'chat_body']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c023
+# %% chapters/A6_serving_hardening.ipynb #c025
 from nanoserve.entrypoints.protocol import (REASONING_FIELDS, REASONING_PARSERS, GenerateRequest, ReasoningSplitter,
                                             RequestError, chat_logprobs, finish_reason, group_usage, split_reasoning)
 from nanoserve.entrypoints.tool_parsers import tool_call_stream
@@ -42,7 +42,7 @@ class ChatDeltas:
         delta = {"content": text}
         if self.splitter is not None:
             thought, said = self.splitter.feed(text, final=final)
-            delta = dict.fromkeys(REASONING_FIELDS, thought) if thought else {}
+            delta = dict.fromkeys(REASONING_FIELDS, thought) if thought and self.req.include_reasoning else {}
             if said or not thought:
                 delta["content"] = said
         if self.tools is None:
@@ -55,13 +55,14 @@ class ChatDeltas:
         return delta, _chat_finish(self.req, engine_reason, bool(self.tools.calls))
 
 
-def _message(text: str, reasoning_parser: str | None, tools=None) -> dict:
-    """The assistant message; with a reasoning parser the thinking goes to `reasoning` (and `reasoning_content`), with a
-    tool-call parser (`tools`) the calls go to `tool_calls`."""
+def _message(text: str, reasoning_parser: str | None, tools=None, include_reasoning: bool = True) -> dict:
+    """The assistant message; with a reasoning parser the thinking goes to `reasoning` (and `reasoning_content`)
+    unless the request said `include_reasoning: false`, with a tool-call parser (`tools`) the calls go to `tool_calls`."""
     message = {"role": "assistant", "content": text}
     if reasoning_parser is not None:
         thought, message["content"] = split_reasoning(text, reasoning_parser)
-        message.update(dict.fromkeys(REASONING_FIELDS, thought))
+        if include_reasoning:
+            message.update(dict.fromkeys(REASONING_FIELDS, thought))
     if tools is not None:
         message["content"], calls = tools.parse(message["content"])
         message["tool_calls"] = [c.to_openai() for c in calls]
@@ -73,7 +74,7 @@ def chat_body(req: GenerateRequest, group, outputs: list, name: str, created: in
     """A whole /v1/chat/completions response."""
     choices = []
     for c in outputs[0].outputs:
-        message = _message(c.text, reasoning_parser, _tool_stream(req, tool_call_parser))
+        message = _message(c.text, reasoning_parser, _tool_stream(req, tool_call_parser), req.include_reasoning)
         choices.append({"index": c.index, "message": message,
                         "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
                         "finish_reason": _chat_finish(req, c.finish_reason, bool(message.get("tool_calls"))),

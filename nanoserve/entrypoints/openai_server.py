@@ -12,12 +12,12 @@ import re
 import time
 import uuid
 
-from fastapi import FastAPI, Request
+from fastapi import Depends, FastAPI, Request
 from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 
 from nanoserve.entrypoints.async_engine import AsyncEngine, RequestAborted
 from nanoserve.entrypoints.chat_output import ChatDeltas, chat_body, check_tool_choice
-from nanoserve.entrypoints.limits import ServerLimits, check_context, check_prompt_chars, check_request, read_json
+from nanoserve.entrypoints.limits import ServerLimits, check_context, check_prompt_chars, check_request
 from nanoserve.entrypoints.protocol import (GenerateRequest, RequestError, chat_logprobs, completion_logprobs,
                                             error_body, finish_reason, generation_defaults_of, group_usage,
                                             parse_chat_request, parse_completion_request)
@@ -78,6 +78,10 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
     head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
             "model": name}
     offsets: dict = {}  # choice index -> characters sent, for completions' text_offset
+
+    def usage() -> dict:  # stream_options.continuous_usage_stats: the counts so far on every chunk
+        return {"usage": group_usage(group)} if req.continuous_usage else {}
+
     try:
         roles_sent = not chat
         async for out in group:
@@ -85,7 +89,7 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
                 roles_sent = True
                 for i in range(req.params.n):
                     yield sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
-                                                    "logprobs": None, "finish_reason": None}]})
+                                                    "logprobs": None, "finish_reason": None}], **usage()})
             for c in out.outputs:
                 i = _choice_index(group, out, c, req.params.n)
                 if chat:
@@ -99,7 +103,7 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
                     offsets[i] = offsets.get(i, 0) + len(c.text)
                     reason = finish_reason(c.finish_reason)
                 choice.update(finish_reason=reason, stop_reason=c.stop_reason)
-                yield sse({**head, "choices": [choice]})
+                yield sse({**head, "choices": [choice], **usage()})
         if req.include_usage:
             yield sse({**head, "choices": [], "usage": group_usage(group)})
     except RequestAborted as e:
@@ -115,11 +119,11 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
               tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False) -> FastAPI:
     """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions and vLLM's extras."""
     auto_parser = check_parsers(reasoning_parser, tool_call_parser, enable_auto_tool_choice)
-    app = FastAPI(title="nanoserve", docs_url=None, redoc_url=None, openapi_url=None)
+    app = FastAPI(title="nanoserve")  # /openapi.json and /docs, built from the request models
     limits = (limits or ServerLimits()).resolved(engine.engine)
-    app.state.engine, app.state.limits = engine, limits
     renderer = engine.template_renderer(limits.template_timeout) if engine.tokenizer is not None else None
     defaults = generation_defaults_of(engine.engine)  # generation_config.json under every request, as offline
+    app.state.engine, app.state.limits, app.state.defaults = engine, limits, defaults  # what the parsers read
     engine.metrics.model_name = served_model_name
     note_unknown = unknown_field_logger()
     add_error_handlers(app)  # every refusal, unknown route and crash answers in OpenAI's error shape
@@ -149,11 +153,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
         if req.model is not None and req.model != served_model_name:
             raise RequestError(f"The model `{req.model}` does not exist.", "model", status=404)
 
-    async def generate(req: GenerateRequest, raw: Request, prefix: str, body: dict):
-        request_id = body.get("request_id")
-        if request_id is not None and not isinstance(request_id, str):
-            raise RequestError("request_id must be a string", "request_id")
-        rid, created = f"{prefix}-{request_id or uuid.uuid4().hex}", int(time.time())
+    async def generate(req: GenerateRequest, raw: Request, prefix: str):
+        rid, created = f"{prefix}-{req.request_id or uuid.uuid4().hex}", int(time.time())
         if log_requests:
             p = req.params
             logger.warning("request %s: %d prompt(s), n=%d, max_tokens=%d, temperature=%g, stream=%s", rid,
@@ -187,25 +188,18 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             return chat_body(req, group, outputs, served_model_name, created, rid, reasoning_parser, auto_parser)
         return completion_body(req, group, outputs, served_model_name, created, rid)
 
-    @app.post("/v1/completions")
+    @app.post("/v1/completions", dependencies=[Depends(authorize)])
     @json_errors
-    async def completions(raw: Request):
-        authorize(raw)
-        body = await read_json(raw, limits.max_body_bytes)
-        req = parse_completion_request(body, defaults)
-        note_unknown(body)
+    async def completions(raw: Request, req: GenerateRequest = Depends(parse_completion_request)):
+        note_unknown(req.unknown)
         check_model(req)
         check_request(req, limits, engine.engine)
-        return await generate(req, raw, "cmpl", body)
+        return await generate(req, raw, "cmpl")
 
-    @app.post("/v1/chat/completions")
+    @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
     @json_errors
-    async def chat_completions(raw: Request):
-        authorize(raw)
-        body = await read_json(raw, limits.max_body_bytes)
-        req = parse_chat_request(body, engine.tokenizer, engine.engine.config.max_model_len,
-                                 limits.trust_request_chat_template, defaults)
-        note_unknown(body)
+    async def chat_completions(raw: Request, req: GenerateRequest = Depends(parse_chat_request)):
+        note_unknown(req.unknown)
         check_model(req)
         check_tool_choice(req, auto_parser)
         check_request(req, limits, engine.engine)
@@ -215,6 +209,6 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             raise RequestError(str(e), "chat_template" if "chat_template" in req.chat else "messages") from None
         check_prompt_chars(text, limits, "messages")
         req.prompts = [text]
-        return await generate(req, raw, "chatcmpl", body)
+        return await generate(req, raw, "chatcmpl")
 
     return app

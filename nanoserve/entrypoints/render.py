@@ -3,7 +3,7 @@
 __all__ = ['BACKGROUND_NICENESS', 'TemplateError', 'TemplateRenderer', 'Tokenizing']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c032
+# %% chapters/A6_serving_hardening.ipynb #c034
 import asyncio
 import multiprocessing
 import os
@@ -123,7 +123,7 @@ class TemplateRenderer:
             child.kill()
 
 
-# %% chapters/A6_serving_hardening.ipynb #c033
+# %% chapters/A6_serving_hardening.ipynb #c035
 class Tokenizing:
     """tokenizer.encode on a small thread pool (the Rust tokenizer lets go of the interpreter lock)."""
 

@@ -4,7 +4,7 @@ __all__ = ['ToolCall', 'ToolCallStream', 'HermesToolCalls', 'Llama3JsonToolCalls
            'TOOL_CALL_PARSERS', 'tool_call_stream']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c016
+# %% chapters/A6_serving_hardening.ipynb #c018
 import json
 import uuid
 from dataclasses import dataclass

@@ -83,8 +83,8 @@ def test_metrics_carry_vllm_names_with_the_model_label(server):
     m = metrics(server)
     label = f'model_name="{MODEL_NAME}"'
     assert m[f"vllm:generation_tokens_total{{{label}}}"] == m["nanoserve:generation_tokens_total"] > 0
-    assert f'vllm:request_success_total{{{label},finished_reason="length"}}' in m
-    assert m[f'vllm:time_to_first_token_seconds_bucket{{{label},le="+Inf"}}'] > 0
+    assert f'vllm:request_success_total{{finished_reason="length",{label}}}' in m
+    assert m[f'vllm:time_to_first_token_seconds_bucket{{le="+Inf",{label}}}'] > 0
 
 
 def test_unknown_fields_are_logged_once(start_server):
@@ -135,6 +135,16 @@ def test_reasoning_content_is_split_streamed_or_not(reasoning_server):
     plain = post(url, "/v1/completions", {"model": MODEL_NAME, "prompt": "x", "max_tokens": 2}).json()
     assert "reasoning_content" not in plain["choices"][0]  # completions are left alone
 
+    hidden = {**body, "include_reasoning": False}  # vLLM's field: the thinking is split off and not sent
+    quiet = post(url, "/v1/chat/completions", hidden).json()["choices"][0]["message"]
+    assert quiet["content"] == msg["content"] and "reasoning" not in quiet and "reasoning_content" not in quiet
+    with httpx.stream("POST", url + "/v1/chat/completions", json={**hidden, "stream": True}, timeout=60,
+                      trust_env=False) as resp:
+        deltas = [c["delta"] for line in resp.iter_lines() if line.startswith("data:") and line != "data: [DONE]"
+                  for c in json.loads(line[5:])["choices"]]
+    assert not any("reasoning" in d or "reasoning_content" in d for d in deltas)
+    assert "".join(d.get("content") or "" for d in deltas) == msg["content"]
+
 
 def test_enable_thinking_false_puts_an_empty_think_block_in_the_prompt(server):
     on = post(server, "/tokenize", CHAT).json()["tokens"]
@@ -160,3 +170,14 @@ def test_vllm_server_flags(start_server, tmp_path):
     other = httpx.options(srv.url + "/v1/completions", timeout=10, trust_env=False, headers={
         "origin": "http://evil.example", "access-control-request-method": "POST"})
     assert other.headers.get("access-control-allow-origin") is None
+
+
+def test_continuous_usage_stats_puts_the_counts_so_far_on_every_chunk(server):
+    body = {**CHAT, "max_tokens": 4, "temperature": 0, "ignore_eos": True, "stream": True,
+            "stream_options": {"include_usage": True, "continuous_usage_stats": True}}
+    with httpx.stream("POST", server + "/v1/chat/completions", json=body, timeout=60, trust_env=False) as resp:
+        chunks = [json.loads(line[5:]) for line in resp.iter_lines() if line.startswith("data:") and line != "data: [DONE]"]
+    counts = [c["usage"]["completion_tokens"] for c in chunks]
+    assert counts == sorted(counts) and counts[0] <= 1 and counts[-1] == 4
+    assert all(c["usage"]["prompt_tokens"] == chunks[-1]["usage"]["prompt_tokens"] > 0 for c in chunks)
+    assert chunks[-1]["choices"] == []  # include_usage's own last chunk is still there

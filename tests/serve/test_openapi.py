@@ -1,0 +1,34 @@
+"""/openapi.json is a valid OpenAPI 3 document built from the request models, listing every route."""
+import httpx
+import pytest
+
+ROUTES = {"/health", "/metrics", "/version", "/v1/models", "/v1/models/{model_id}", "/v1/completions",
+          "/v1/chat/completions", "/tokenize", "/detokenize"}
+
+
+@pytest.fixture(scope="module")
+def spec(server):
+    return httpx.get(server + "/openapi.json", timeout=10, trust_env=False).json()
+
+
+def test_openapi_document_is_valid_and_lists_every_route(spec):
+    validator = pytest.importorskip("openapi_spec_validator")
+    validator.validate(spec)
+    assert spec["openapi"].startswith("3.")
+    assert ROUTES <= set(spec["paths"])
+
+
+def test_generation_routes_document_their_request_models(spec):
+    def body_schema(route):
+        ref = spec["paths"][route]["post"]["requestBody"]["content"]["application/json"]["schema"]["$ref"]
+        return spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
+
+    completion, chat = body_schema("/v1/completions"), body_schema("/v1/chat/completions")
+    assert "prompt" in completion["required"] and "messages" in chat["required"]
+    assert {"temperature", "top_k", "stream_options", "logprobs"} <= set(completion["properties"])
+    assert {"tools", "tool_choice", "include_reasoning", "max_completion_tokens"} <= set(chat["properties"])
+
+
+def test_docs_page_is_served(server):
+    r = httpx.get(server + "/docs", timeout=10, trust_env=False)
+    assert r.status_code == 200 and "openapi.json" in r.text
