@@ -18,6 +18,9 @@ DEFAULT_MODEL = "Qwen/Qwen3-0.6B"  # vLLM's default model, the family nanoserve 
 class FlexibleArgumentParser(argparse.ArgumentParser):
     """An ArgumentParser that also takes `--snake_case` (and `--flag=value`) spellings of its flags, as vLLM's does."""
 
+    def add_argument(self, *names, **kwargs):
+        return super().add_argument(*(_kebab(n) for n in names), **kwargs)  # --max_tokens is --max-tokens
+
     def parse_known_args(self, args=None, namespace=None):
         args = sys.argv[1:] if args is None else list(args)
         return super().parse_known_args([_kebab(a) for a in args], namespace)

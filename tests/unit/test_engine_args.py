@@ -35,6 +35,21 @@ def test_flags_take_vllm_spellings():
     assert args["gpu_memory_utilization"] == 0.5 and args["async_scheduling"] is None
 
 
+def test_a_script_flag_spelled_with_underscores_takes_both_spellings():
+    from nanoserve import FlexibleArgumentParser
+
+    parser = FlexibleArgumentParser()
+    parser.add_argument("--max_tokens", type=int, default=16)
+    assert parser.parse_args(["--max-tokens", "3"]).max_tokens == 3
+    assert parser.parse_args(["--max_tokens=4"]).max_tokens == 4
+
+
+def test_top_level_exports():
+    import nanoserve
+
+    assert {"EngineArgs", "AsyncEngineArgs", "FlexibleArgumentParser"} <= set(nanoserve.__all__) & set(dir(nanoserve))
+
+
 def test_choices_and_types_come_from_the_rules(capsys):
     with pytest.raises(SystemExit):
         parsed("--attention-backend", "xformers")
