@@ -114,17 +114,22 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
 
 
 # %% chapters/16_serving.ipynb #c024
-def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "", limits: ServerLimits | None = None,
+def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limits: ServerLimits | None = None,
               api_key: str | None = None, reasoning_parser: str | None = None, log_requests: bool = False,
-              tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False) -> FastAPI:
-    """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions and vLLM's extras."""
+              tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False,
+              default_chat_template_kwargs: dict | None = None) -> FastAPI:
+    """The FastAPI app: /health, /metrics, /v1/models, /v1/completions, /v1/chat/completions and vLLM's extras.
+
+    `served_model_name` is a name or a list of names (clients may send any; the first labels the metrics)."""
+    names = [served_model_name] if isinstance(served_model_name, str) else list(served_model_name)
     auto_parser = check_parsers(reasoning_parser, tool_call_parser, enable_auto_tool_choice)
     app = FastAPI(title="nanoserve")  # /openapi.json and /docs, built from the request models
     limits = (limits or ServerLimits()).resolved(engine.engine)
     renderer = engine.template_renderer(limits.template_timeout) if engine.tokenizer is not None else None
     defaults = generation_defaults_of(engine.engine)  # generation_config.json under every request, as offline
     app.state.engine, app.state.limits, app.state.defaults = engine, limits, defaults  # what the parsers read
-    engine.metrics.model_name = served_model_name
+    app.state.template_kwargs = default_chat_template_kwargs or {}  # under every chat request's own
+    engine.metrics.model_name = names[0]
     note_unknown = unknown_field_logger()
     add_error_handlers(app)  # every refusal, unknown route and crash answers in OpenAI's error shape
     app.add_middleware(EchoRequestId)  # a request's X-Request-Id header comes back on its response, as in vLLM
@@ -138,23 +143,24 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
     async def metrics():
         return PlainTextResponse(engine.metrics.render(engine.snapshot()), media_type="text/plain; version=0.0.4")
 
-    def model_card() -> dict:
-        return {"id": served_model_name, "object": "model", "created": int(time.time()), "owned_by": "nanoserve",
-                "root": model_path or served_model_name, "max_model_len": engine.engine.config.max_model_len}
+    def model_card(name: str) -> dict:
+        return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "nanoserve",
+                "root": model_path or names[0], "max_model_len": engine.engine.config.max_model_len}
 
     @app.get("/v1/models")
     async def models(raw: Request):
         authorize(raw)
-        return {"object": "list", "data": [model_card()]}
+        return {"object": "list", "data": [model_card(name) for name in names]}
 
-    add_vllm_routes(app, engine, limits, renderer, authorize, served_model_name, model_card)
+    add_vllm_routes(app, engine, limits, renderer, authorize, names, model_card)
 
     def check_model(req: GenerateRequest) -> None:
-        if req.model is not None and req.model != served_model_name:
+        if req.model is not None and req.model not in names:
             raise RequestError(f"The model `{req.model}` does not exist.", "model", status=404)
 
     async def generate(req: GenerateRequest, raw: Request, prefix: str):
         rid, created = f"{prefix}-{req.request_id or uuid.uuid4().hex}", int(time.time())
+        name = req.model or names[0]  # the name the client used, as vLLM answers
         if log_requests:
             p = req.params
             logger.warning("request %s: %d prompt(s), n=%d, max_tokens=%d, temperature=%g, stream=%s", rid,
@@ -169,7 +175,7 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             raise RequestError(str(e), status=503) from None
         if req.stream:  # starlette cancels the generator when the client goes away: its finally aborts
             parser = reasoning_parser if req.kind == "chat" else None
-            return StreamingResponse(stream_events(req, group, served_model_name, created, rid, parser, auto_parser),
+            return StreamingResponse(stream_events(req, group, name, created, rid, parser, auto_parser),
                                      media_type="text/event-stream")
         finished = asyncio.ensure_future(group.final_outputs())
         gone = asyncio.ensure_future(until_disconnected(raw))
@@ -185,8 +191,8 @@ def build_app(engine: AsyncEngine, served_model_name: str, model_path: str = "",
             gone.cancel()
             group.abort()
         if req.kind == "chat":
-            return chat_body(req, group, outputs, served_model_name, created, rid, reasoning_parser, auto_parser)
-        return completion_body(req, group, outputs, served_model_name, created, rid)
+            return chat_body(req, group, outputs, name, created, rid, reasoning_parser, auto_parser)
+        return completion_body(req, group, outputs, name, created, rid)
 
     @app.post("/v1/completions", dependencies=[Depends(authorize)])
     @json_errors

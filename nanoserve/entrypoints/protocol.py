@@ -314,9 +314,10 @@ class ChatCompletionRequest(GenerationBody):
         return self
 
 
-def _chat_template_args(body: ChatCompletionRequest, trust_request_chat_template: bool) -> dict:
-    """apply_chat_template's keyword arguments: the conversation, the generation prompt, the template kwargs."""
-    kwargs = dict(body.chat_template_kwargs or {})
+def _chat_template_args(body: ChatCompletionRequest, trust_request_chat_template: bool, defaults: dict) -> dict:
+    """apply_chat_template's keyword arguments: the conversation, the generation prompt, the template kwargs
+    (the request's over the server's --default-chat-template-kwargs)."""
+    kwargs = {**defaults, **(body.chat_template_kwargs or {})}
     for where, template in (("chat_template", body.chat_template),
                             ("chat_template_kwargs", kwargs.pop("chat_template", None))):
         if template is None:
@@ -331,13 +332,13 @@ def _chat_template_args(body: ChatCompletionRequest, trust_request_chat_template
 
 
 def chat_request(body, tokenizer, max_model_len: int, trust_request_chat_template: bool = False,
-                 defaults: dict | None = None) -> GenerateRequest:
+                 defaults: dict | None = None, template_kwargs: dict | None = None) -> GenerateRequest:
     """A ChatCompletionRequest (or its JSON) as a GenerateRequest; its messages are rendered later (`req.chat`)."""
     body = validated(ChatCompletionRequest, body)
     if tokenizer is None:
         raise RequestError("chat needs a tokenizer, but this server's model has none")
     choice, tool_name = parse_tools(body)
-    chat = _chat_template_args(body, trust_request_chat_template)
+    chat = _chat_template_args(body, trust_request_chat_template, template_kwargs or {})
     tools = [t.model_dump(exclude_none=True) for t in body.tools] if choice is not None else None
     if tools is not None:  # the template renders them into the prompt (also for tool_choice "none", as vLLM)
         chat["tools"] = tools
@@ -366,7 +367,7 @@ def parse_chat_request(body: ChatCompletionRequest, raw: Request) -> GenerateReq
     """FastAPI dependency of /v1/chat/completions: its body, validated by pydantic, with the app's settings."""
     s = raw.app.state
     return chat_request(body, s.engine.tokenizer, s.engine.engine.config.max_model_len,
-                        s.limits.trust_request_chat_template, s.defaults)
+                        s.limits.trust_request_chat_template, s.defaults, s.template_kwargs)
 
 
 # every body field either model names: a whole-body check's message starts with the one it is about

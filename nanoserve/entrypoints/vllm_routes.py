@@ -123,14 +123,14 @@ class DetokenizeRequest(Body):
     tokens: list[int]
 
 
-def add_vllm_routes(app, engine, limits, renderer, authorize, served_model_name: str, model_card) -> None:
+def add_vllm_routes(app, engine, limits, renderer, authorize, names: list, model_card) -> None:
     """vLLM's extras beside the OpenAI routes: /v1/models/{id}, /version, /tokenize, /detokenize."""
     @app.get("/v1/models/{model_id:path}")
     async def one_model(model_id: str, raw: Request):
         authorize(raw)
-        if model_id != served_model_name:
+        if model_id not in names:
             raise RequestError(f"The model `{model_id}` does not exist.", "model", status=404)
-        return model_card()
+        return model_card(model_id)
 
     @app.get("/version")
     async def version():
@@ -148,7 +148,7 @@ def add_vllm_routes(app, engine, limits, renderer, authorize, served_model_name:
         if body.messages is not None:
             req = chat_request({**body.model_dump(exclude={"prompt"}, exclude_none=True), "max_tokens": 1},
                                engine.tokenizer, engine.engine.config.max_model_len,
-                               limits.trust_request_chat_template)
+                               limits.trust_request_chat_template, template_kwargs=app.state.template_kwargs)
             try:
                 text = await renderer.render(req.chat)
             except TemplateError as e:
