@@ -283,7 +283,7 @@ class SpecDecodeCore(EngineCore):
         rows, num_sampling = step.logits_indices.numpy(), len(repeats)
         step.logits_indices = torch.from_numpy(np.concatenate([verify_rows(rows[:num_sampling], repeats),
                                                                rows[num_sampling:]]))
-        out = self.executor.sample(self.executor.forward(step), expand_rows(sampling, repeats))
+        out = self.executor.run(step, expand_rows(sampling, repeats))  # on a GPU, graphs sample too
         sampled = out.tokens.tolist()  # the one point where the host waits for the device
         starts = np.concatenate([[0], np.cumsum(repeats)]).tolist()
         row_drafts = [d for d, s in zip(drafts, batch.samples) if s]

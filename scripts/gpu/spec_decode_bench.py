@@ -19,28 +19,26 @@ import time
 from pathlib import Path
 
 SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
-PASSAGES = [
-    "The quick brown fox jumps over the lazy dog. The dog was not amused, and the fox ran away into the forest, where "
-    "it met an old owl who lived in a hollow oak tree.",
-    "Water boils at one hundred degrees Celsius at sea level. On a high mountain the air pressure is lower, so water "
-    "boils at a lower temperature and food takes longer to cook.",
-    "The library opens at nine in the morning and closes at six in the evening. On Sundays it is closed, and on public "
-    "holidays it opens only in the afternoon.",
-    "To make bread, mix flour, water, salt and yeast. Knead the dough for ten minutes, let it rise for an hour, shape "
-    "it, let it rise again, and bake it in a hot oven for forty minutes.",
-    "The train to the coast leaves from platform four every hour. It stops at every station on the way, and the whole "
-    "journey takes a little under two hours.",
-    "Our solar system has eight planets. The four inner planets are small and rocky, while the four outer planets are "
-    "large and made mostly of gas and ice.",
-    "Please return all borrowed books within three weeks. If you need a book for longer, you can renew it once at the "
-    "desk or on the website, unless another reader has reserved it.",
-    "A good password is long and hard to guess. Use a different password for every account, and keep them in a "
-    "password manager instead of writing them on paper.",
-]
 QUESTIONS = ["Write a short story about a robot who learns to paint.", "Explain how a bicycle works.",
              "Describe a walk through a busy city market.", "Why is the sky blue? Explain it to a child.",
              "Give advice to someone starting to learn the piano.", "What makes a good friend?",
              "Describe the life cycle of a butterfly.", "Write a letter to a pen pal about your town."]
+
+
+def copy_passages(count: int = 8, chars: int = 750) -> list:
+    """`count` passages of about 170 tokens (more than the 128 generated, so that the whole answer can be copied):
+    windows of whole sentences of the course's system prompt, starting at evenly spaced sentences."""
+    from course.real_text import SYSTEM_PROMPT
+
+    sentences = [s.strip() for s in SYSTEM_PROMPT.replace("\n", " ").split(". ") if s.strip()]
+    passages = []
+    for i in range(count):
+        text, j = "", i * len(sentences) // count
+        while len(text) < chars:
+            text += sentences[j % len(sentences)] + ". "
+            j += 1
+        passages.append(text.strip())
+    return passages
 
 
 def prompt_sets(tokenizer) -> dict:
@@ -49,7 +47,7 @@ def prompt_sets(tokenizer) -> dict:
         text = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                              add_generation_prompt=True)
         return tokenizer.encode(text, add_special_tokens=False)
-    return {"copy-heavy": [ids(f"Repeat this text exactly, word for word:\n\n{p}") for p in PASSAGES],
+    return {"copy-heavy": [ids(f"Repeat this text exactly, word for word:\n\n{p}") for p in copy_passages()],
             "plain": [ids(q) for q in QUESTIONS]}
 
 
@@ -107,7 +105,7 @@ def run_nanoserve(gguf: str, sets: dict, args) -> dict:
         del llm
         gc.collect()
     same = sum(a == b for a, b in zip(result["off"]["copy_outputs"], result["on"]["copy_outputs"]))
-    result["identical_copy_outputs"] = f"{same} of {len(PASSAGES)}"
+    result["identical_copy_outputs"] = f"{same} of {len(sets['copy-heavy'])}"
     return result
 
 
@@ -140,7 +138,12 @@ def save_safetensors(gguf: Path, out_dir: Path) -> None:
     from transformers import AutoModelForCausalLM, AutoTokenizer
 
     model = AutoModelForCausalLM.from_pretrained(str(gguf.parent), gguf_file=gguf.name, dtype=torch.bfloat16)
-    model.save_pretrained(out_dir)
+    config = model.config
+    if hasattr(config, "quantization_config"):  # transformers refuses to save a model it loaded from a GGUF
+        del config.quantization_config
+    plain = AutoModelForCausalLM.from_config(config, dtype=torch.bfloat16)
+    plain.load_state_dict(model.state_dict())
+    plain.save_pretrained(out_dir)
     AutoTokenizer.from_pretrained(str(gguf.parent), gguf_file=gguf.name).save_pretrained(out_dir)
 
 
@@ -150,7 +153,8 @@ def provenance(args) -> dict:
 
     vllm = subprocess.run([sys.executable, "-c", "import vllm; print(vllm.__version__)"], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=args.vllm_path)).stdout.strip()
-    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    commit = os.environ.get("NANOSERVE_COMMIT") or subprocess.run(
+        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     return {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "vllm": vllm or "unavailable",
             "python": platform.python_version(), "nanoserve_commit": commit or "unknown",
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
