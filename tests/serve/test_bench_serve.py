@@ -11,7 +11,7 @@ from nanobench.serve import main, parse_slos, percentiles, sample_requests
 def test_bench_client_writes_json_with_percentiles(server, tmp_path):
     rc = main(["--base-url", server, "--model", MODEL_NAME, "--request-rate", "20", "--num-prompts", "8",
                "--input-len", "16", "--output-len", "4", "--label", "nanoserve", "--out", str(tmp_path),
-               "--result-file", "run.json", "--goodput", "ttft:60000", "tpot:60000"])
+               "--result-file", "run.json", "--goodput", "ttft:60000", "tpot:60000", "--ignore-eos"])
     assert rc == 0
     result = json.loads((tmp_path / "run.json").read_text())
     m = result["metrics"]
@@ -22,6 +22,31 @@ def test_bench_client_writes_json_with_percentiles(server, tmp_path):
         assert 0 < m[name]["p50"] <= m[name]["p90"] <= m[name]["p99"]
     assert result["provenance"]["nanoserve"] and result["command"].startswith("python -m nanobench serve")
     assert len(result["requests"]) == 8 and all(r["first_token"] <= r["end"] for r in result["requests"])
+    assert result["config"]["ignore_eos"] is True
+
+
+VLLM_KEYS = {"date", "label", "endpoint_type", "model_id", "num_prompts", "request_rate", "burstiness",
+             "max_concurrency", "duration", "completed", "total_input_tokens", "total_output_tokens",
+             "request_throughput", "request_goodput", "output_throughput", "total_token_throughput",
+             "input_lens", "output_lens", "ttfts", "itls", "generated_texts", "errors"}
+
+
+def test_result_json_has_vllm_bench_serve_keys(server, tmp_path):
+    rc = main(["--base-url", server, "--model", MODEL_NAME, "--num-prompts", "4", "--input-len", "8",
+               "--output-len", "3", "--out", str(tmp_path), "--result-file", "vllm.json",
+               "--metric-percentiles", "50,99"])
+    assert rc == 0
+    result = json.loads((tmp_path / "vllm.json").read_text())
+    assert VLLM_KEYS <= set(result)
+    for name in ("ttft", "tpot", "itl", "e2el"):
+        assert {f"mean_{name}_ms", f"median_{name}_ms", f"std_{name}_ms", f"p50_{name}_ms", f"p99_{name}_ms"} <= set(result)
+    n = result["num_prompts"]
+    assert n == 4 == result["completed"] and result["input_lens"] == [8] * n and result["errors"] == [""] * n
+    assert all(1 <= k <= 3 for k in result["output_lens"]) and sum(result["output_lens"]) == result["total_output_tokens"]
+    assert all(0 < t < 60 for t in result["ttfts"]) and all(isinstance(t, str) for t in result["generated_texts"])
+    assert [len(gaps) for gaps in result["itls"]] == [k - 1 for k in result["output_lens"]]  # one token a chunk
+    assert result["mean_ttft_ms"] == result["metrics"]["ttft_ms"]["mean"] and result["provenance"]["nanoserve"]
+    assert result["config"]["ignore_eos"] is False  # vLLM's default: outputs may stop at EOS
 
 
 def test_bench_client_counts_failures(tmp_path, capsys):
@@ -66,7 +91,7 @@ def test_vllm_flag_names_sharegpt_file_and_chat_backend(server, tmp_path):
     rc = main(["--backend", "openai-chat", "--base-url", server, "--model", MODEL_NAME, "--dataset-name", "sharegpt",
                "--dataset-path", str(data), "--sharegpt-output-len", "4", "--num-prompts", "5", "--request-rate", "inf",
                "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,99", "--save-result",
-               "--result-dir", str(tmp_path), "--result-filename", "chat.json"])
+               "--result-dir", str(tmp_path), "--result-filename", "chat.json", "--ignore-eos"])
     assert rc == 0
     result = json.loads((tmp_path / "chat.json").read_text())
     m = result["metrics"]
