@@ -57,17 +57,20 @@ def _choice_index(group, out, c, n: int) -> int:
 
 
 # %% chapters/16_serving.ipynb #c023
-def completion_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str) -> dict:
-    """A whole /v1/completions response from the group's final outputs."""
+def completion_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str,
+                    echoes: list | None = None) -> dict:
+    """A whole /v1/completions response from the group's final outputs (`echoes`: per prompt, its text and its
+    first token's, when the request asked for echo)."""
     choices = []
-    for out in outputs:
+    for i, out in enumerate(outputs):
         for c in out.outputs:
-            choices.append({"index": _choice_index(group, out, c, req.params.n), "text": c.text,
-                            "logprobs": completion_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
-                            "finish_reason": finish_reason(c.finish_reason), "stop_reason": c.stop_reason})
+            choice = {"index": _choice_index(group, out, c, req.params.n), "text": c.text,
+                      "logprobs": completion_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
+                      "finish_reason": finish_reason(c.finish_reason), "stop_reason": c.stop_reason}
+            choices.append(req.completion_choice(choice, out, echoes[i] if echoes else None))  # A6: echo
     choices.sort(key=lambda ch: ch["index"])
     return {"id": rid, "object": "text_completion", "created": created, "model": name, "choices": choices,
-            "usage": group_usage(group)}
+            "usage": req.usage(group)}
 
 
 async def stream_events(req: GenerateRequest, group, name: str, created: int, rid: str,
@@ -192,7 +195,12 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
             group.abort()
         if req.kind == "chat":
             return chat_body(req, group, outputs, name, created, rid, reasoning_parser, auto_parser)
-        return completion_body(req, group, outputs, name, created, rid)
+        echoes = None
+        if req.echo:  # each prompt's text, and its first token's (the engine scores the others), decoded off the loop
+            echoes = [(out.prompt if isinstance(out.prompt, str) else await engine.tokenizing.decode(ids),
+                       await engine.tokenizing.decode(ids[:1])) for out in outputs
+                      for ids in [out.prompt_token_ids]]
+        return completion_body(req, group, outputs, name, created, rid, echoes)
 
     @app.post("/v1/completions", dependencies=[Depends(authorize)])
     @json_errors

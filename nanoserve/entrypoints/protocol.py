@@ -5,9 +5,10 @@ __all__ = ['RequestError', 'ERROR_TYPES', 'error_body', 'UNION_TAG', 'validation
            'SAMPLING_FIELDS', 'UNSUPPORTED', 'GenerationBody', 'generation_defaults_of', 'TokenIds',
            'CompletionRequest', 'completion_request', 'parse_completion_request', 'RESERVED_TEMPLATE_KWARGS',
            'ChatCompletionRequest', 'chat_request', 'parse_chat_request', 'FIELD_NAMES', 'LOGPROB_FLOOR',
-           'token_logprobs', 'completion_logprobs', 'chat_logprobs', 'usage', 'group_usage', 'finish_reason',
-           'REASONING_PARSERS', 'REASONING_FIELDS', 'ReasoningSplitter', 'split_reasoning', 'parse_tools',
-           'tool_schema', 'GUIDED_FIELDS', 'output_constraint', 'structured_outputs_params']
+           'token_logprobs', 'completion_logprobs', 'echo_choice', 'prompt_logprobs_json', 'chat_logprobs', 'usage',
+           'group_usage', 'finish_reason', 'REASONING_PARSERS', 'REASONING_FIELDS', 'ReasoningSplitter',
+           'split_reasoning', 'parse_tools', 'tool_schema', 'GUIDED_FIELDS', 'output_constraint',
+           'structured_outputs_params']
 
 
 # %% chapters/A6_serving_hardening.ipynb #c005
@@ -86,6 +87,19 @@ class GenerateRequest:
     unknown: list = field(default_factory=list)  # body fields this server does not know (logged once, ignored)
     continuous_usage: bool = False  # stream_options.continuous_usage_stats: usage on every chunk
     include_reasoning: bool = True  # False: the thinking is split off and dropped
+    echo: bool = False  # completions: the prompt (and with logprobs its tokens' logprobs) before the output
+    prompt_only: bool = False  # echo with max_tokens 0: the prompt alone (the engine still makes one token)
+
+    def completion_choice(self, choice: dict, out, echo: tuple | None = None) -> dict:
+        """A completions choice as this request wants it: vLLM's `prompt_logprobs`, and with `echo` (the prompt's
+        text and its first token's) the prompt in front."""
+        choice = {**choice, "prompt_logprobs": prompt_logprobs_json(out.prompt_logprobs)}
+        return echo_choice(choice, *echo, out, self.top_logprobs, self.prompt_only) if echo else choice
+
+    def usage(self, group) -> dict:
+        """The response's token counts (echo with max_tokens 0 generated nothing the client sees)."""
+        counts = group_usage(group)
+        return usage(counts["prompt_tokens"], 0) if self.prompt_only else counts
 
 
 # %% chapters/A6_serving_hardening.ipynb #c007
@@ -197,7 +211,7 @@ class GenerationBody(Body):
 
 
 def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict | None = None,
-                     constraint: tuple | None = None) -> SamplingParams:
+                     constraint: tuple | None = None, prompt_logprobs: int | None = None) -> SamplingParams:
     """SamplingParams from the body over `defaults` (generation_config.json's); door checks become 400s.
 
     `constraint` is (the body field it came from, StructuredOutputsParams' keyword arguments)."""
@@ -207,6 +221,8 @@ def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict 
         kwargs["max_tokens"] = max_tokens
     if logprobs is not None:
         kwargs["logprobs"] = logprobs
+    if prompt_logprobs is not None:
+        kwargs["prompt_logprobs"] = prompt_logprobs
     if constraint is not None:
         kwargs["structured_outputs"] = structured_outputs_params(*constraint)
     try:
@@ -240,12 +256,17 @@ class CompletionRequest(GenerationBody):
     prompt: str | TokenIds | Annotated[list[str | TokenIds], Field(min_length=1)]
     max_tokens: int | None = 16
     logprobs: int | None = Field(None, ge=0)  # alternatives per token (chat's `logprobs: true` is a 400 here)
+    echo: bool = False  # the prompt before the output; with logprobs, its tokens' logprobs first
+    prompt_logprobs: int | None = Field(None, ge=0)  # vLLM's: each prompt token's logprob and k alternatives
 
     @model_validator(mode="after")
     def _chat_only(self):
         for name in ("tools", "tool_choice"):
             if (self.model_extra or {}).get(name) not in (None, [], "none"):
                 raise ValueError(f"{name} is a field of /v1/chat/completions, not of /v1/completions")
+        for name in ("echo", "prompt_logprobs"):
+            if getattr(self, name) not in (None, False) and self.stream:
+                raise ValueError(f"{name} is not supported by this server with stream: true")
         return self
 
 
@@ -254,9 +275,13 @@ def completion_request(body, defaults: dict | None = None) -> GenerateRequest:
     body = validated(CompletionRequest, body)
     prompts = [body.prompt] if isinstance(body.prompt, str) or isinstance(body.prompt[0], int) else body.prompt
     prompts = [p if isinstance(p, str) else {"prompt_token_ids": p} for p in prompts]
-    params = _sampling_params(body, body.max_tokens, body.logprobs, defaults, output_constraint(body))
+    prompt_only = body.echo and body.max_tokens == 0  # lm-evaluation-harness's loglikelihood request
+    scored = body.prompt_logprobs if body.prompt_logprobs is not None or not body.echo else body.logprobs
+    params = _sampling_params(body, 1 if prompt_only else body.max_tokens, body.logprobs, defaults,
+                              output_constraint(body), scored)
     return GenerateRequest("completion", body.model, prompts, params, top_logprobs=body.logprobs,
-                           request_id=body.request_id, unknown=sorted(body.model_extra or ()), **_streaming(body))
+                           request_id=body.request_id, unknown=sorted(body.model_extra or ()), echo=body.echo,
+                           prompt_only=prompt_only, **_streaming(body))
 
 
 def parse_completion_request(body: CompletionRequest, raw: Request) -> GenerateRequest:
@@ -405,6 +430,32 @@ def completion_logprobs(token_ids: list, logprobs: list | None, k: int | None, o
         out["text_offset"].append(offset)
         offset += len(text)
     return out
+
+
+def echo_choice(choice: dict, prompt: str, first_token: str, out, k: int | None, prompt_only: bool) -> dict:
+    """A completions choice with its prompt in front (echo, as vLLM answers it): the prompt's text, and with
+    logprobs its tokens first, the first one with none (nothing precedes it to predict it)."""
+    lp = choice["logprobs"]
+    if prompt_only:  # max_tokens 0: the one token the engine made is not part of the answer
+        choice, lp = {**choice, "text": "", "finish_reason": "length"}, lp and {key: [] for key in lp}
+    choice = {**choice, "text": prompt + choice["text"]}
+    if lp is None:
+        return choice
+    head = completion_logprobs(out.prompt_token_ids[1:], out.prompt_logprobs[1:], k, len(first_token))
+    return {**choice, "logprobs": {
+        "tokens": [first_token, *head["tokens"], *lp["tokens"]],
+        "token_logprobs": [None, *head["token_logprobs"], *lp["token_logprobs"]],
+        "top_logprobs": [None, *head["top_logprobs"], *lp["top_logprobs"]],
+        "text_offset": [0, *head["text_offset"], *(o + len(prompt) for o in lp["text_offset"])]}}
+
+
+def prompt_logprobs_json(entries: list | None):
+    """vLLM's `prompt_logprobs`: per prompt token None (the first) or {token_id: {logprob, rank, decoded_token}}."""
+    if entries is None:
+        return None
+    return [None if e is None else {str(t): {"logprob": _finite(lp.logprob), "rank": lp.rank,
+                                             "decoded_token": lp.decoded_token} for t, lp in e.items()}
+            for e in entries]
 
 
 def chat_logprobs(token_ids: list, logprobs: list | None, k: int | None):

@@ -17,7 +17,8 @@ CASES = [
     ("/v1/completions", {**COMPLETION, "top_k": -2}, "top_k"),
     ("/v1/completions", {**COMPLETION, "min_tokens": 9}, "min_tokens"),
     ("/v1/completions", {**COMPLETION, "repetition_penalty": 0}, "repetition_penalty"),
-    ("/v1/completions", {**COMPLETION, "echo": True}, "echo"),
+    ("/v1/completions", {**COMPLETION, "echo": True, "stream": True}, "echo"),  # echo itself is served
+    ("/v1/completions", {**COMPLETION, "cache_salt": "s"}, "cache_salt"),
     ("/v1/completions", {k: v for k, v in COMPLETION.items() if k != "prompt"}, "prompt"),
     ("/v1/completions", {**COMPLETION, "prompt": [[1, 2], 3]}, "prompt"),
     ("/v1/completions", {**COMPLETION, "prompt": [10**9]}, "prompt"),

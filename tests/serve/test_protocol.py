@@ -21,7 +21,7 @@ def test_logit_processors_reach_sampling_params():
     assert (p.allowed_token_ids, p.bad_words, p.include_stop_str_in_output) == ([7, 9], ["no"], True)
 
 
-@pytest.mark.parametrize("body,param", [({"prompt": "x", "seed": "1"}, "seed"), ({"prompt": "x", "prompt_logprobs": 1},
+@pytest.mark.parametrize("body,param", [({"prompt": "x", "seed": "1"}, "seed"), ({"prompt": "x", "prompt_logprobs": -1},
                                         "prompt_logprobs"), ({"prompt": "x", "logit_bias": [1]}, "logit_bias"),
                                        ({"prompt": "x", "best_of": 3}, "best_of"), ({"prompt": []}, "prompt"),
                                        ({"prompt": "x", "cache_salt": "s"}, "cache_salt"),
