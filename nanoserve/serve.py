@@ -4,7 +4,7 @@ __all__ = ['USAGE', 'ServeParser', 'serve_parser', 'server_limits', 'engine_args
            'fail', 'main']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c058
+# %% chapters/A6_serving_hardening.ipynb #c064
 import argparse
 import json
 import os
@@ -117,7 +117,7 @@ def missing_serve_packages() -> list:
     """The `serve` extra's packages that cannot be imported here."""
     import importlib.util
 
-    return [m for m in ("fastapi", "uvicorn") if importlib.util.find_spec(m) is None]
+    return [m for m in ("fastapi", "uvicorn", "prometheus_client") if importlib.util.find_spec(m) is None]
 
 
 def cannot_listen(host: str, port: int) -> str | None:

@@ -3,7 +3,7 @@
 __all__ = ['graceful_server', 'BackgroundServer']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c042
+# %% chapters/A6_serving_hardening.ipynb #c044
 import logging
 import threading
 import time

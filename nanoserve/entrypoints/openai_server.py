@@ -155,7 +155,6 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
         authorize(raw)
         return {"object": "list", "data": [model_card(name) for name in names]}
 
-    add_vllm_routes(app, engine, limits, renderer, authorize, names, model_card)
 
     def check_model(req: GenerateRequest) -> None:
         if req.model is not None and req.model not in names:
@@ -210,9 +209,8 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
         check_request(req, limits, engine.engine)
         return await generate(req, raw, "cmpl")
 
-    @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
-    @json_errors
-    async def chat_completions(raw: Request, req: GenerateRequest = Depends(parse_chat_request)):
+    async def chat(req: GenerateRequest, raw: Request):
+        """A parsed chat request: checked, rendered, run (/v1/responses reuses it, appendix A6)."""
         note_unknown(req.unknown)
         check_model(req)
         check_tool_choice(req, auto_parser)
@@ -225,4 +223,10 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
         req.prompts = [text]
         return await generate(req, raw, "chatcmpl")
 
+    @app.post("/v1/chat/completions", dependencies=[Depends(authorize)])
+    @json_errors
+    async def chat_completions(raw: Request, req: GenerateRequest = Depends(parse_chat_request)):
+        return await chat(req, raw)
+
+    add_vllm_routes(app, engine, limits, renderer, authorize, names, model_card, chat)
     return app

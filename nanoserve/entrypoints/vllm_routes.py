@@ -4,20 +4,21 @@ __all__ = ['check_parsers', 'json_errors', 'add_error_handlers', 'EchoRequestId'
            'TokenizeRequest', 'DetokenizeRequest', 'add_vllm_routes']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c039
+# %% chapters/A6_serving_hardening.ipynb #c041
 import functools
 import logging
 import secrets
 
-from fastapi import Request
+from fastapi import Depends, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from nanoserve.entrypoints.limits import DoorRoute, check_prompt_chars
 from nanoserve.entrypoints.protocol import (REASONING_PARSERS, Body, RequestError, chat_request, error_body,
                                             validation_error)
 from nanoserve.entrypoints.render import TemplateError
+from nanoserve.entrypoints.responses import CHAT_TO_RESPONSES, ResponsesRequest, chat_body_of, response_object
 from nanoserve.entrypoints.tool_parsers import TOOL_CALL_PARSERS
 
 logger = logging.getLogger("nanoserve.server")
@@ -109,7 +110,7 @@ def unknown_field_logger():
     return note_unknown
 
 
-# %% chapters/A6_serving_hardening.ipynb #c040
+# %% chapters/A6_serving_hardening.ipynb #c042
 class TokenizeRequest(Body):
     """vLLM's /tokenize body: a prompt, or messages (with the chat fields that shape their rendering)."""
 
@@ -123,8 +124,23 @@ class DetokenizeRequest(Body):
     tokens: list[int]
 
 
-def add_vllm_routes(app, engine, limits, renderer, authorize, names: list, model_card) -> None:
-    """vLLM's extras beside the OpenAI routes: /v1/models/{id}, /version, /tokenize, /detokenize."""
+def add_vllm_routes(app, engine, limits, renderer, authorize, names: list, model_card, chat) -> None:
+    """The routes beside chapter 16's: /v1/models/{id}, /version, /tokenize, /detokenize, and OpenAI's
+    /v1/responses over `chat` (the chat route's work: a parsed chat request in, its answer out)."""
+    @app.post("/v1/responses", dependencies=[Depends(authorize)])
+    @json_errors
+    async def responses(body: ResponsesRequest, raw: Request):
+        """OpenAI's Responses API, non-streamed, as one chat request."""
+        s = app.state
+        try:
+            req = chat_request(chat_body_of(body), engine.tokenizer, engine.engine.config.max_model_len,
+                               limits.trust_request_chat_template, s.defaults, s.template_kwargs)
+            answer = await chat(req, raw)
+        except RequestError as e:  # a chat field's name, in this API's words
+            e.param = CHAT_TO_RESPONSES.get(e.param, e.param)
+            raise
+        return answer if isinstance(answer, Response) else response_object(body, answer)
+
     @app.get("/v1/models/{model_id:path}")
     async def one_model(model_id: str, raw: Request):
         authorize(raw)
