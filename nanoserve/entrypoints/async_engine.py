@@ -9,7 +9,6 @@ import threading
 import time
 
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.engine.router import Aborted, OutputRouter
 
 
 class RequestAborted(RuntimeError):
@@ -38,10 +37,8 @@ class RequestGroup:
         """Yield every RequestOutput delta until all requests of the group have finished."""
         while self.unfinished:
             for item in await self.queue.get():
-                if isinstance(item, BaseException):
+                if isinstance(item, BaseException):  # an engine failure, or RequestAborted at shutdown
                     raise item
-                if isinstance(item, Aborted):
-                    raise RequestAborted(f"request {item.request_id} was aborted before it finished")
                 self._account(item)
                 yield item
         if self.ended is not None:
@@ -110,7 +107,7 @@ def _deliver(deliveries: list) -> None:
 
 # %% chapters/16_serving.ipynb #c015
 class _EngineWorker:
-    """The worker thread's half of AsyncEngine: admit queued requests, step, hand outputs to their loops."""
+    """The worker thread's half of AsyncEngine: the one thread that touches the engine."""
 
     def _run(self) -> None:
         while True:
@@ -119,50 +116,50 @@ class _EngineWorker:
                     self._wake.wait()
                 if self._stopping:
                     return
-                inbox = self._admitting = self._inbox
-                self._inbox = []
-            for job in inbox:
-                self._admit(*job)
-            with self._wake:
-                self._admitting = []
-                late, self._cancelled = self._cancelled, set()
-            for request_id in late:  # aborted while being admitted: now the router knows them
-                self.router.abort(request_id)
+                commands, self._inbox = self._inbox, []
+            for command, *args in commands:  # in arrival order: a request's abort always follows its admission
+                (self._admit if command == "add" else self._abort)(*args)
             if self._live:
                 self._step()
 
     def _admit(self, group, prompts, params, accepted) -> None:
-        """Check and queue a group's requests (stepping waits: only this thread steps)."""
+        """Check and queue a group's requests, all or none (between two steps: nothing races with one)."""
         try:
             requests = [self.engine.process_request(p, params, rid, stream_text=True)
                         for p, rid in zip(prompts, group.request_ids)]
         except Exception as e:  # the door checks: ValueError/TypeError become HTTP 400s
             _post(group.loop, _settle, accepted, e)
             return
-        self._live[group] = (self.router.add(requests, wants_deltas=True), set(group.request_ids))
+        for request in requests:
+            self.engine.enqueue(request)
+            self._live[request.request_id] = group
         _post(group.loop, _settle, accepted, None)
 
+    def _abort(self, request_id: str) -> None:
+        """Stop a request and free its blocks (a no-op once it finished, or if it was never admitted)."""
+        if self._live.pop(request_id, None) is not None:
+            self.engine.abort_request(request_id)
+
     def _step(self) -> None:
-        """One engine step (or a wait for an abort in progress); then deliver, one callback per loop."""
+        """One engine step; then each group's outputs to its loop, one callback per loop."""
         try:
-            self.router.advance()
+            outputs = self.engine.step()
         except Exception as e:  # an engine failure ends every live request with that error
-            for group in list(self._live):
+            for group in set(self._live.values()):
                 _post(group.loop, _deliver, [(group, [e])])
             self._live.clear()
             return
+        by_group: dict = {}
+        for out in outputs:
+            group = self._live.get(out.request_id)
+            if group is None:  # aborted while the step ran
+                continue
+            by_group.setdefault(group, []).append(out)
+            if out.finished:
+                del self._live[out.request_id]
         by_loop: dict = {}
-        for group, (mailbox, unfinished) in list(self._live.items()):
-            items = []
-            while mailbox:
-                item = mailbox.popleft()
-                items.append(item)
-                if isinstance(item, Aborted) or item.finished:
-                    unfinished.discard(item.request_id)
-            if items:
-                by_loop.setdefault(group.loop, []).append((group, items))
-            if not unfinished:
-                del self._live[group]
+        for group, items in by_group.items():
+            by_loop.setdefault(group.loop, []).append((group, items))
         for loop, deliveries in by_loop.items():
             _post(loop, _deliver, deliveries)
 
@@ -172,17 +169,17 @@ class _EngineWorker:
             if self._stopping:
                 return
             self._stopping = True
-            inbox, self._inbox = self._inbox, []
+            commands, self._inbox = self._inbox, []
             self._wake.notify()
         self._thread.join(timeout=60)
-        for group, prompts, params, accepted in inbox:
-            _post(group.loop, _settle, accepted, RequestAborted("the server is shutting down"))
-        for group in list(self._live):
-            _post(group.loop, _deliver, [(group, [Aborted(r) for r in group.request_ids])])
+        stopped = RequestAborted("the server is shutting down")
+        for command, *args in commands:
+            if command == "add":
+                _post(args[0].loop, _settle, args[-1], stopped)
+        for group in set(self._live.values()):
+            _post(group.loop, _deliver, [(group, [stopped])])
         self._live.clear()
-        self.router.close()
-        with self.router.turn():
-            self.engine.shutdown()
+        self.engine.shutdown()
         self.tokenizing.close()
         if self.renderer is not None:
             self.renderer.close()
@@ -196,14 +193,11 @@ class AsyncEngine(_EngineWorker):
         from nanoserve.entrypoints.metrics import ServerMetrics
         from nanoserve.entrypoints.render import Tokenizing
 
-        self.engine = engine
-        self.router = OutputRouter(engine)  # appendix A5: each request's outputs reach its own mailbox
+        self.engine = engine  # touched by the worker thread only (snapshot reads a few counters)
         self.metrics = metrics or ServerMetrics()
         self._wake = threading.Condition()  # guards the inbox; the worker sleeps on it when idle
-        self._inbox: list = []  # (group, prompts, params, future): validated and queued by the worker
-        self._admitting: list = []  # the inbox the worker is checking right now
-        self._cancelled: set = set()  # ids aborted before the router knew them
-        self._live: dict = {}  # group -> (router mailbox, request ids not yet finished), worker-only
+        self._inbox: list = []  # commands for the worker: ("add", group, prompts, params, future), ("abort", id)
+        self._live: dict = {}  # request id -> its group, until its final output: worker-only
         self._stopping = False
         self._closing = None  # why new requests are refused (set by end_all)
         self._groups: set = set()  # open groups, event-loop side: end_all reaches them
@@ -242,7 +236,7 @@ class AsyncEngine(_EngineWorker):
         with self._wake:
             if self._stopping or self._closing:
                 raise RequestAborted(self._closing or "the server is shutting down")
-            self._inbox.append((group, prompts, params, accepted))
+            self._inbox.append(("add", group, prompts, params, accepted))
             self._wake.notify()
         self._groups.add(group)
         try:
@@ -264,18 +258,16 @@ class AsyncEngine(_EngineWorker):
         return len(groups)
 
     def abort(self, request_id: str) -> None:
-        """Abort a request from any thread; its blocks are freed before the next step."""
+        """Abort a request from any thread; the worker frees its blocks before the next step."""
         with self._wake:
-            if any(request_id in g.index for g, *_ in self._inbox + self._admitting):
-                self._cancelled.add(request_id)
-                return
-        self.router.abort(request_id)
+            self._inbox.append(("abort", request_id))
+            self._wake.notify()
 
     def snapshot(self) -> dict:
         """Queue and cache state for /metrics (plain reads of the worker's counters: at most a step old)."""
         engine, bm = self.engine, self.engine.block_manager
         with self._wake:
-            queued = sum(len(g.request_ids) for g, *_ in self._inbox)
+            queued = sum(len(args[0].request_ids) for command, *args in self._inbox if command == "add")
         return {"num_requests_running": engine.scheduler.num_running,
                 "num_requests_waiting": engine.scheduler.num_waiting + queued,
                 "kv_blocks_used": bm.num_used_blocks, "kv_blocks_total": bm.num_blocks,
