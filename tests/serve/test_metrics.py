@@ -72,3 +72,24 @@ def test_two_servers_in_one_process_keep_their_own_series():
     run_request(a, [1, 1], [1.0, 2.0])
     assert parse_metrics(a.render(snapshot()))['vllm:generation_tokens_total{model_name="a"}'] == 2
     assert parse_metrics(b.render(snapshot()))['vllm:generation_tokens_total{model_name="b"}'] == 0  # b saw none
+
+
+def test_a_live_server_observes_each_token_gap(server):
+    import httpx
+
+    from conftest import MODEL_NAME, metrics
+
+    def counts():
+        m = metrics(server)
+        label = f'model_name="{MODEL_NAME}"'
+        return {name: m[f"vllm:{name}_count{{{label}}}"] for name in (
+            "time_per_output_token_seconds", "inter_token_latency_seconds", "request_queue_time_seconds",
+            "request_prefill_time_seconds", "request_decode_time_seconds", "e2e_request_latency_seconds")}
+
+    before = counts()
+    r = httpx.post(server + "/v1/completions", json={"model": MODEL_NAME, "prompt": "Hi", "max_tokens": 5,
+                                                     "ignore_eos": True}, timeout=60, trust_env=False)
+    assert r.status_code == 200
+    grew = {name: counts()[name] - before[name] for name in before}
+    assert grew["time_per_output_token_seconds"] == grew["inter_token_latency_seconds"] == 4  # 5 tokens, 4 gaps
+    assert all(grew[name] == 1 for name in grew if name.startswith(("request_", "e2e")))
