@@ -60,7 +60,7 @@ async def one_request(http, url: str, rng: random.Random, stats: SoakStats) -> N
     chat, stream, n = rng.random() < 0.5, rng.random() < 0.5, rng.choice([1, 1, 2])
     max_tokens = rng.randint(1, 12)
     body = {"model": MODEL_NAME, "max_tokens": max_tokens, "n": n, "ignore_eos": True,
-            "temperature": rng.choice([0, 0.8]), "seed": rng.randint(0, 99)}
+            "temperature": 0.8 if n > 1 else rng.choice([0, 0.8]), "seed": rng.randint(0, 99)}  # greedy n>1: a 400
     if chat:
         route, body["messages"] = "/v1/chat/completions", [{"role": "user", "content": f"q{rng.randint(0, 999)}"}]
     else:

@@ -60,9 +60,9 @@ EXPLANATIONS = {
              "it with asyncio.to_thread (fast tokenizers release the GIL) or cap the input length at the door."),
     "16.5": ("The timer lives on the event loop, next to the request's queue: wrap the wait for the request's "
              "outputs in asyncio.wait_for(..., timeout). On timeout, abort the request through the same path a "
-             "client disconnect takes (the router schedules the abort between two steps, so the engine frees "
-             "its blocks), and send an error event with code 504 before closing the stream. The worker thread "
-             "and the engine need no change: a timeout is an abort with another reason."),
+             "client disconnect takes (the engine's owner thread takes the abort from its inbox between two "
+             "steps, so the engine frees its blocks), and send an error event with code 504 before closing the "
+             "stream. The worker thread and the engine need no change: a timeout is an abort with another reason."),
     "16.6": ("Run the client once per rate with --goodput ttft:500 tpot:50 and plot the p50 TTFT and TPOT. At low "
              "rates both stay flat and goodput equals the request rate; as the rate nears the server's capacity "
              "TPOT grows (bigger batches) and TTFT grows (prefills queue); past it TTFT explodes. Goodput peaks "
