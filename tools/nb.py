@@ -196,10 +196,9 @@ KNOWN_LATER_NAMES = {
     ("14_tensor_parallel", "nanoserve.engine.selector"): {"build_runner", "graph_variants"},
     ("14_tensor_parallel", "nanoserve.parallel.workers"): {"RankPool", "check_tp_size"},
     ("16_serving", "nanoserve.engine.engine"): {"LLMEngine"},
-    ("16_serving", "nanoserve.engine.router"): {"Aborted", "OutputRouter"},
     ("16_serving", "nanoserve.entrypoints.chat_output"): {"ChatDeltas", "chat_body", "check_tool_choice"},
     ("16_serving", "nanoserve.entrypoints.limits"): {"ServerLimits", "check_context", "check_prompt_chars",
-                                                     "check_request", "read_json"},
+                                                     "check_request"},
     ("16_serving", "nanoserve.entrypoints.metrics"): {"ServerMetrics"},
     ("16_serving", "nanoserve.entrypoints.protocol"): {
         "GenerateRequest", "RequestError", "chat_logprobs", "completion_logprobs", "error_body", "finish_reason",

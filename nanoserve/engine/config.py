@@ -185,6 +185,11 @@ def _resolve_async_scheduling(config, model_config, device) -> bool:
         if heads % tp:
             raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
     overlap = config.async_scheduling
+    if config.speculative_config is not None:  # a proposal needs the tokens one step ahead has not read yet
+        if overlap:
+            raise ValueError("async_scheduling=True cannot be combined with speculative_config: the next "
+                             "step's proposals copy from tokens the host has not read yet (chapter 18)")
+        return False
     if overlap is None:
         return device.type == "cuda" and tp == 1
     if overlap and tp > 1:

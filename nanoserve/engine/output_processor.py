@@ -111,10 +111,14 @@ def detokenize_new_tokens(c: CompletionState, core) -> None:
     """Feed the new tokens to the detokenizer; a stop string found ends the sequence with "stop"."""
     seq = c.seq
     stop = c.detokenizer.add(seq.token_ids[seq.num_prompt_tokens + len(c.detokenizer.token_ids):])
-    if stop is None or seq.num_output_tokens < seq.params.min_tokens or seq.finish_reason == "stop":
+    if stop is None or seq.num_output_tokens < seq.params.min_tokens:
         return
+    cut = len(c.detokenizer.token_ids)  # output tokens up to the one that completed the stop string
+    if seq.finish_reason == "stop" and cut == seq.num_output_tokens:
+        return  # a stop token on that very token stays the reason
     if not seq.is_finished:
         core.finish(seq, "stop")
+    del seq.token_ids[seq.num_prompt_tokens + cut:]  # a verify step (chapter 18) may have committed tokens past it
     seq.finish_reason, seq.stop_reason = "stop", stop  # also when the same token hit the length limit
 
 
@@ -124,7 +128,9 @@ def attach_logprobs(out, by_seq: dict, tokenizer) -> None:
         wanted = [s.params.logprobs for s in out.seqs]
         for row, entry, chosen in zip(out.logprobs.rows, *logprob_entries(out.logprobs, wanted, tokenizer)):
             found = by_seq.get(out.seqs[row].seq_id)
-            if found is not None and found[1].logprobs is not None:
+            # a completion cut at a stop string keeps no logprobs past it
+            if found is not None and found[1].logprobs is not None \
+                    and len(found[1].logprobs) < found[1].seq.num_output_tokens:
                 found[1].logprobs.append(entry)
                 found[1].cumulative_logprob += chosen
     if out.prompt_logprobs is not None:

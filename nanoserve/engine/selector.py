@@ -34,6 +34,13 @@ def graph_variants(config, backend) -> list:
     if (config.enable_prefix_caching and not config.disable_cascade_attn and backend.name in CASCADE_KERNELS
             and decode[-1] >= CASCADE_MIN_LANES):  # vLLM's switch, and a cache that can share blocks
         variants.insert(0, CascadeDecode(backend, decode, *shape))
+    spec = config.speculative_config
+    if spec is not None:  # verify steps: every lane brings its last token and k drafts (chapter 18)
+        from nanoserve.attention.spec_verify import SpecVerify  # chapter 18
+
+        width = spec.num_speculative_tokens + 1
+        lanes = [b for b in decode if b * width <= max(mixed)]
+        variants.insert(0, SpecVerify(backend, lanes, width, *shape))
     return variants
 
 
@@ -43,7 +50,8 @@ def build_executor(config, model_config):
         from nanoserve.parallel.executor import TensorParallelExecutor  # chapter 14
 
         return TensorParallelExecutor(config, model_config)
-    runner = build_runner(config, model_config)
+    # a speculating core feeds drafts from the host, so no token table (chapter 18)
+    runner = build_runner(config, model_config, token_table=config.speculative_config is None)
     if runner.device.type != "cuda" or config.enforce_eager:
         return runner
     from nanoserve.engine.graph_runner import GraphRunner  # chapter 09
@@ -53,6 +61,13 @@ def build_executor(config, model_config):
 
 def core_class(config):
     """The EngineCore class for a resolved EngineConfig."""
+    if config.speculative_config is not None:
+        if config.tensor_parallel_size > 1:
+            raise ValueError("speculative_config needs tensor_parallel_size=1: the tensor-parallel executor has "
+                             "no verify step")
+        from nanoserve.engine.spec_decode import SpecDecodeCore  # chapter 18
+
+        return SpecDecodeCore
     if config.async_scheduling:
         from nanoserve.engine.async_core import AsyncEngineCore  # chapter 11
 
