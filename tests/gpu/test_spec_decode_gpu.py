@@ -1,6 +1,6 @@
 """Speculative decoding on the GPU: SmolLM2 in bf16 through verify-step graphs, teacher-forced against fp32."""
 import pytest
-import torch
+from real_model import assert_fp32_argmax_or_near_ties, gguf_path  # noqa: F401 (a fixture)
 
 pytestmark = pytest.mark.gpu
 
@@ -9,21 +9,7 @@ PASSAGE = ("The quick brown fox jumps over the lazy dog. The dog was not amused,
            "where it met an old owl who lived in a hollow oak tree.")
 
 
-@pytest.fixture(scope="module")
-def gguf_path():
-    if not torch.cuda.is_available():
-        pytest.skip("needs a CUDA GPU")
-    pytest.importorskip("flash_attn")
-    from course.real_model import cached_gguf
-
-    path = cached_gguf()
-    if path is None:
-        pytest.skip("the real model is not in the cache (python -m course.real_model fetches it)")
-    return path
-
-
 def test_speculative_greedy_is_fp32_argmax_or_near_ties_and_uses_verify_graphs(gguf_path):
-    transformers = pytest.importorskip("transformers")
     from nanoserve import LLM, SamplingParams
 
     llm = LLM(str(gguf_path), dtype="bfloat16", max_model_len=2048, gpu_memory_utilization=0.3, speculative_config=SPEC)
@@ -36,13 +22,4 @@ def test_speculative_greedy_is_fp32_argmax_or_near_ties_and_uses_verify_graphs(g
     assert executor.replays["verify"] > 0 and stats.num_accepted_tokens > 0
     assert stats.eager_steps == 0, "every step should replay a graph"
     llm.shutdown()
-    model = transformers.AutoModelForCausalLM.from_pretrained(
-        str(gguf_path.parent), gguf_file=gguf_path.name, dtype=torch.float32).cuda().eval()
-    with torch.no_grad():
-        for out in outs:
-            gen = list(out.outputs[0].token_ids)
-            ids = torch.tensor([out.prompt_token_ids + gen], device="cuda")
-            logits = model(ids).logits[0, len(out.prompt_token_ids) - 1:-1].float()
-            chosen = logits.gather(1, torch.tensor(gen, device="cuda")[:, None])[:, 0]
-            best = logits.max(-1).values
-            assert bool((chosen >= best - 0.02 * (best - logits.min(-1).values)).all()), (best - chosen).tolist()
+    assert_fp32_argmax_or_near_ties(gguf_path, outs)
