@@ -109,11 +109,13 @@ def new_request_state(request, tokenizer) -> RequestState:
 
 def detokenize_new_tokens(c: CompletionState, core) -> None:
     """Feed the new tokens to the detokenizer; a stop string found ends the sequence with "stop"."""
-    seq = c.seq
-    stop = c.detokenizer.add(seq.token_ids[seq.num_prompt_tokens + len(c.detokenizer.token_ids):])
+    seq, detok = c.seq, c.detokenizer
+    found_before = detok.stop_string is not None  # found while min_tokens held it back: it ends the sequence now
+    stop = detok.add(seq.token_ids[seq.num_prompt_tokens + len(detok.token_ids):])
     if stop is None or seq.num_output_tokens < seq.params.min_tokens:
         return
-    cut = len(c.detokenizer.token_ids)  # output tokens up to the one that completed the stop string
+    # output tokens up to the one that completed the stop string (found in this step's tokens)
+    cut = seq.num_output_tokens if found_before else len(detok.token_ids)
     if seq.finish_reason == "stop" and cut == seq.num_output_tokens:
         return  # a stop token on that very token stays the reason
     if not seq.is_finished:
