@@ -3,7 +3,7 @@
 __all__ = ['FAMILY_DEFAULTS', 'COMMON_DEFAULTS', 'DEFAULT_ROPE_THETA', 'rope_parameters', 'ModelConfig']
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c009
+# %% chapters/A7_checkpoint_loading.ipynb #c010
 import types
 
 import torch

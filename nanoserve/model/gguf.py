@@ -5,7 +5,7 @@ __all__ = ['GGUF_ARCHITECTURES', 'GGUF_TYPES', 'is_gguf_file', 'open_gguf', 'ggu
            'gguf_config_dict', 'gguf_tensors', 'write_gguf']
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c030
+# %% chapters/A7_checkpoint_loading.ipynb #c035
 import functools
 from pathlib import Path
 
@@ -60,7 +60,7 @@ def check_gguf_types(reader, source) -> None:
                              f"does not dequantize (supported: {', '.join(GGUF_TYPES)})")
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c038
+# %% chapters/A7_checkpoint_loading.ipynb #c043
 # llama.cpp's tensor names -> transformers' (what checkpoint_target and checkpoint_shapes speak)
 GGUF_NAMES = {"token_embd": "model.embed_tokens", "output_norm": "model.norm", "output": "lm_head"}
 GGUF_LAYER_NAMES = {"attn_norm": "input_layernorm", "ffn_norm": "post_attention_layernorm",
@@ -113,7 +113,7 @@ def dequantize_tensor(tensor) -> torch.Tensor:
     return torch.from_numpy(values.astype(np.float32, copy=False)).reshape([int(n) for n in reversed(tensor.shape)])
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c042
+# %% chapters/A7_checkpoint_loading.ipynb #c047
 def gguf_config_dict(path) -> dict:
     """The config.json fields a GGUF file's metadata implies (load_config checks them like a config.json's)."""
     reader = open_gguf(path)
@@ -174,7 +174,7 @@ def gguf_tensors(model_config, path):
         yield name, weight
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c050
+# %% chapters/A7_checkpoint_loading.ipynb #c055
 def write_gguf(checkpoint_dir, out_file, qtype: str = "F32") -> Path:
     """Save a safetensors checkpoint (qwen3, qwen2 or llama) as one GGUF file the way llama.cpp's converter would.
 
@@ -185,7 +185,7 @@ def write_gguf(checkpoint_dir, out_file, qtype: str = "F32") -> Path:
     from safetensors.torch import load_file
 
     from nanoserve.model.loader import load_config
-    from nanoserve.model.qwen3 import rope_scaling
+    from nanoserve.model.rope_scalings import rope_scaling
 
     if qtype not in GGUF_TYPES or qtype.endswith("_K"):  # gguf.quants has no K-quant quantizer
         raise ValueError(f"qtype must be one of {[t for t in GGUF_TYPES if not t.endswith('_K')]}, got {qtype!r}")

@@ -6,7 +6,7 @@ __all__ = ['HUB_PATTERNS', 'resolve_model_path', 'MODEL_TYPES', 'MOE_MODEL_TYPES
            'load_weights', 'load_qwen3']
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c012
+# %% chapters/A7_checkpoint_loading.ipynb #c013
 import json
 import os
 from pathlib import Path
@@ -92,7 +92,7 @@ def _read_config_json(config_file: Path) -> dict:
     return data
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c014
+# %% chapters/A7_checkpoint_loading.ipynb #c015
 SIZE_FIELDS = ("vocab_size", "hidden_size", "intermediate_size", "num_hidden_layers", "num_attention_heads",
                "num_key_value_heads", "max_position_embeddings")
 WEIGHT_DTYPES = ("float32", "float16", "bfloat16")
@@ -150,7 +150,7 @@ def check_config_fields(data: dict, source) -> None:
                          "(every layer attends to the full context)")
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c016
+# %% chapters/A7_checkpoint_loading.ipynb #c017
 def check_config_types(data: dict, source) -> None:
     """Refuse raw config.json values of the wrong type for the switches, token ids and RoPE base the model reads."""
     for field in ("tie_word_embeddings", "attention_bias"):
@@ -186,7 +186,7 @@ def check_config_sizes(config, source) -> None:
         raise ValueError(f"{source}: rms_norm_eps must be a positive number, got {eps!r}")
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c017
+# %% chapters/A7_checkpoint_loading.ipynb #c018
 def checkpoint_target(model, name: str):
     """Map a checkpoint tensor name to (our parameter name, shard id); None for tensors we skip on purpose."""
     if name.endswith("rotary_emb.inv_freq"):
@@ -241,7 +241,7 @@ def check_tensor(name: str, tensor, shape: tuple, file_name: str) -> None:
         raise ValueError(f"tensor {name!r} in {file_name} holds {dtype}; weights must be floating point")
 
 
-# %% chapters/A7_checkpoint_loading.ipynb #c019
+# %% chapters/A7_checkpoint_loading.ipynb #c020
 def expected_loads(model) -> set:
     """Every (parameter name, shard id) the checkpoint must provide exactly once."""
     want = set()

@@ -7,7 +7,8 @@ import pytest
 from nanoserve.engine.config import kv_block_bytes
 from nanoserve.model.config import ModelConfig
 from nanoserve.model.loader import checkpoint_shapes, load_config
-from nanoserve.model.qwen3 import attention_switches, head_dim, rope_scaling, rope_theta
+from nanoserve.model.qwen3 import attention_switches, head_dim, rope_theta
+from nanoserve.model.rope_scalings import rope_scaling
 from nanoserve.model.tiny import FAMILIES, QWEN3_0_6B_CONFIG, TINY_LLAMA3_ROPE, tiny_config
 
 # every attribute the package reads off a model config directly (the rest goes through the helpers below)
