@@ -167,6 +167,25 @@ def draft(nb_path: Path) -> Path:
     return out
 
 
+SPINE = ("01", "03", "04", "05", "06", "07", "08", "09", "14")  # the seed's engine (issue 37)
+SPINE_TARGET = 2_000  # exported non-blank lines the spine chapters should stay within
+
+
+def spine_lines(chapters: Path = CHAPTERS) -> dict:
+    """{chapter stem: non-blank lines of its `#| export` cells, as the exporter writes them} for the spine."""
+    return {nb.stem: sum(1 for cells in exported_cells(nb).values() for _, src in cells
+                         for line in src.splitlines() if line.strip())
+            for nb in chapter_paths(chapters) if nb.stem[:2] in SPINE}
+
+
+def spine_report(chapters: Path = CHAPTERS) -> str:
+    """One line: the spine's exported lines against the target, and each chapter's share."""
+    lines = spine_lines(chapters)
+    parts = ", ".join(f"{stem[:2]} {n}" for stem, n in lines.items())
+    return (f"spine chapters export {sum(lines.values()):,} non-blank lines (target <= {SPINE_TARGET:,}, "
+            f"issue 37; reported, not enforced): {parts}")
+
+
 def static_checks() -> int:
     """Size, execution order, gpu-cells-are-leaves, numbers-in-prose and later-name checks over every chapter."""
     problems = []
@@ -180,6 +199,7 @@ def static_checks() -> int:
     stale = sorted(allowed - set(later))
     if stale:
         print(f"note: KNOWN_LATER_NAMES in tools/nb.py lists uses that are gone, remove them: {stale}")
+    print(spine_report())
     print(f"static checks: {len(chapter_paths())} chapters, {len(problems)} problems "
           f"({len(allowed & set(later))} known uses of later chapters' names allowed, issue 37)")
     return 1 if problems else 0
