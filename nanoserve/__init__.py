@@ -14,6 +14,7 @@ _LAZY = {
     "LLMEngine": "nanoserve.engine.engine",
     "EngineArgs": "nanoserve.engine.arg_utils",
     "AsyncEngineArgs": "nanoserve.engine.arg_utils",
+    "AsyncLLM": "nanoserve.entrypoints.async_engine",
     "FlexibleArgumentParser": "nanoserve.engine.arg_utils",
     "StructuredOutputsParams": "nanoserve.structured",
 }
@@ -24,6 +25,7 @@ if TYPE_CHECKING:  # type checkers and IDEs see the real classes; at run time th
     from nanoserve.engine.arg_utils import AsyncEngineArgs, EngineArgs, FlexibleArgumentParser
     from nanoserve.engine.engine import LLMEngine
     from nanoserve.engine.input_processor import TextPrompt, TokensPrompt
+    from nanoserve.entrypoints.async_engine import AsyncLLM
     from nanoserve.llm import LLM
     from nanoserve.outputs import CompletionOutput, RequestOutput, RequestOutputKind
     from nanoserve.sampling import SamplingParams

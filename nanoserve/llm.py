@@ -33,8 +33,7 @@ class LLMBase:
     """An engine and the router its outputs go through, with their lifetime: build, inspect, shut down."""
 
     def __init__(self, model, **engine_args):
-        """`engine_args`: EngineConfig's fields (vLLM's names: device, dtype, max_model_len, ...; see
-        EngineArgs). An unknown name is a TypeError naming it."""
+        """`engine_args`: EngineConfig's fields, under vLLM's names (see EngineArgs)."""
         check_vllm_option_names(engine_args)
         config = EngineConfig(model=model, **engine_args)
         self.engine = LLMEngine(config)
@@ -53,9 +52,7 @@ class LLMBase:
         return self.engine.tokenizer
 
     def get_default_sampling_params(self) -> SamplingParams:
-        """SamplingParams used when a call passes none: vLLM's defaults, overridden by the checkpoint's
-        generation_config.json (temperature, top_p, top_k, min_p, repetition_penalty, max_new_tokens)
-        unless LLM(generation_config="vllm")."""
+        """SamplingParams used when a call passes none: vLLM's, under the checkpoint's generation_config.json."""
         return self.engine.get_default_sampling_params()
 
     def reset_prefix_cache(self) -> bool:
@@ -63,7 +60,6 @@ class LLMBase:
         with self._router.turn():
             return self.engine.reset_prefix_cache()
 
-    # ---- profiling (vLLM's start_profile / stop_profile) ----------------------------------------
     def start_profile(self) -> None:
         """Start torch's profiler; stop_profile() writes a trace to LLM(torch_profiler_dir=...) or $VLLM_TORCH_PROFILER_DIR."""
         directory = self.config.torch_profiler_dir or os.environ.get("VLLM_TORCH_PROFILER_DIR")
@@ -72,9 +68,8 @@ class LLMBase:
                              "LLM(torch_profiler_dir=...)")
         if self._profiler is not None:
             raise RuntimeError("the profiler is already running: call stop_profile() first")
-        activities = [torch.profiler.ProfilerActivity.CPU]
-        if self.config.device.type == "cuda":
-            activities.append(torch.profiler.ProfilerActivity.CUDA)
+        kinds = torch.profiler.ProfilerActivity
+        activities = [kinds.CPU, kinds.CUDA] if self.config.device.type == "cuda" else [kinds.CPU]
         self._profiler = torch.profiler.profile(
             activities=activities, on_trace_ready=torch.profiler.tensorboard_trace_handler(os.fspath(directory)))
         self._profiler.start()
@@ -86,7 +81,6 @@ class LLMBase:
         profiler, self._profiler = self._profiler, None
         profiler.stop()
 
-    # ---- lifetime --------------------------------------------------------------------------
     def shutdown(self) -> None:
         """Abort every request (waiting consumers get an error), stop the executor, free the KV cache."""
         if not self._closed:  # safe to call twice
@@ -112,10 +106,7 @@ class LLM(LLMBase):
 
     def generate(self, prompts, sampling_params=None, *, use_tqdm=True, lora_request=None, priority=None,
                  tokenization_kwargs=None) -> list:
-        """Complete every prompt; RequestOutputs come back in the order of the prompts.
-
-        `use_tqdm` may be a bool or a tqdm-like class; vLLM's `lora_request`, `priority` and
-        `tokenization_kwargs` are accepted at their neutral values and refused by name otherwise."""
+        """Complete every prompt; RequestOutputs come back in the order of the prompts."""
         self._check_open()
         check_unsupported_call_options(lora_request, priority, tokenization_kwargs)
         prompts = _as_prompt_list(prompts)
@@ -139,15 +130,7 @@ class LLM(LLMBase):
              add_generation_prompt: bool = True, continue_final_message: bool = False, tools: list | None = None,
              chat_template_kwargs: dict | None = None, enable_thinking: bool | None = None, lora_request=None,
              chat_template_content_format: str = "auto", tokenization_kwargs=None) -> list:
-        """Generate replies to one conversation (a list of {"role", "content"}) or a list of them.
-
-        vLLM's options: `chat_template` replaces the tokenizer's; `tools` (OpenAI tool dicts) are
-        rendered into the prompt; `continue_final_message` leaves the last (assistant) message open
-        for the model to continue; `chat_template_kwargs` go to the template (e.g. enable_thinking;
-        the `enable_thinking=` shortcut wins over it); `chat_template_content_format` is how the
-        template sees each content: "string" (text parts joined; "auto" is this, what Qwen3's templates
-        print) or "openai" (a list of {"type": "text", "text": ...} parts); `tokenization_kwargs` as in
-        generate()."""
+        """Generate replies to one conversation (a list of {"role", "content"}) or a list of them (vLLM's options)."""
         tokenizer = self.get_tokenizer()
         if tokenizer is None:
             raise ValueError("chat() needs a tokenizer, but this LLM was built with skip_tokenizer_init=True")
@@ -161,10 +144,7 @@ class LLM(LLMBase):
                              tokenization_kwargs=tokenization_kwargs)
 
     def stream(self, prompt, sampling_params=None):
-        """Yield CompletionOutput deltas (new text and token ids) for one prompt as they are made.
-
-        The prompt and parameters are checked here, at the call; the request is queued when the
-        first delta is asked for. Closing the generator (or dropping it) aborts the request."""
+        """Yield one prompt's CompletionOutput deltas as they are made (checked now, queued on first use)."""
         self._check_open()
         if isinstance(prompt, (list, tuple)) and prompt and not isinstance(prompt[0], int):
             raise TypeError("stream() takes one prompt; use generate() for several")
@@ -190,19 +170,16 @@ def _as_prompt_list(prompts) -> list:
     """One prompt (str, dict, or a list of token ids) or a list of them -> a list."""
     if isinstance(prompts, (str, dict)):
         return [prompts]
-    if isinstance(prompts, (list, tuple)) and prompts and all(is_int(t) for t in prompts):
-        return [{"prompt_token_ids": list(prompts)}]  # one tokenized prompt
-    if isinstance(prompts, (list, tuple)):
-        out = []
-        for p in prompts:
-            if isinstance(p, (list, tuple)):  # token ids; prompt_token_ids() checks them
-                p = {"prompt_token_ids": list(p)}
-            if not isinstance(p, (str, dict)):
-                raise TypeError(f"each prompt must be a str, a list of token ids or a dict like "
-                                f"{{'prompt_token_ids': [...]}}, got {type(p).__name__}")
-            out.append(p)
-        return out
-    raise TypeError(f"prompts must be a str, a dict or a list of them, got {type(prompts).__name__}")
+    if not isinstance(prompts, (list, tuple)):
+        raise TypeError(f"prompts must be a str, a dict or a list of them, got {type(prompts).__name__}")
+    if prompts and all(is_int(t) for t in prompts):
+        prompts = [prompts]  # one tokenized prompt
+    out = [{"prompt_token_ids": list(p)} if isinstance(p, (list, tuple)) else p for p in prompts]
+    for p in out:  # token ids are checked by the engine's door
+        if not isinstance(p, (str, dict)):
+            raise TypeError(f"each prompt must be a str, a list of token ids or a dict like "
+                            f"{{'prompt_token_ids': [...]}}, got {type(p).__name__}")
+    return out
 
 
 def _as_params_list(params, n: int, default=SamplingParams) -> list:
@@ -211,14 +188,14 @@ def _as_params_list(params, n: int, default=SamplingParams) -> list:
         return [default()] * n
     if isinstance(params, SamplingParams):
         return [params] * n
-    if isinstance(params, (list, tuple)):
-        if len(params) != n:
-            raise ValueError(f"got {len(params)} SamplingParams for {n} prompts: pass one, or one per prompt")
-        for p in params:
-            if not isinstance(p, SamplingParams):
-                raise TypeError(f"sampling_params must hold SamplingParams, got {type(p).__name__}")
-        return list(params)
-    raise TypeError(f"sampling_params must be a SamplingParams or a list of them, got {type(params).__name__}")
+    if not isinstance(params, (list, tuple)):
+        raise TypeError(f"sampling_params must be a SamplingParams or a list of them, got {type(params).__name__}")
+    if len(params) != n:
+        raise ValueError(f"got {len(params)} SamplingParams for {n} prompts: pass one, or one per prompt")
+    bad = next((p for p in params if not isinstance(p, SamplingParams)), None)
+    if bad is not None:
+        raise TypeError(f"sampling_params must hold SamplingParams, got {type(bad).__name__}")
+    return list(params)
 
 
 def _collect(router, stats, queue, results: dict, count: int, use_tqdm: bool) -> None:

@@ -36,23 +36,23 @@ class ChatDeltas:
         self.splitter = None if reasoning_parser is None else ReasoningSplitter(*REASONING_PARSERS[reasoning_parser])
         self.tools = _tool_stream(req, tool_call_parser)
 
-    def delta(self, text: str, engine_reason: str | None) -> tuple:
-        """(the chunk's `delta`, its finish_reason) for this step's text of the choice."""
-        final = engine_reason is not None
-        delta = {"content": text}
+    def choice(self, c, index: int) -> dict:
+        """A stream chunk's choice from `c`, this step's CompletionOutput delta of the choice."""
+        final, delta, reason = c.finish_reason is not None, {"content": c.text}, finish_reason(c.finish_reason)
         if self.splitter is not None:
-            thought, said = self.splitter.feed(text, final=final)
+            thought, said = self.splitter.feed(c.text, final=final)
             delta = dict.fromkeys(REASONING_FIELDS, thought) if thought and self.req.include_reasoning else {}
             if said or not thought:
                 delta["content"] = said
-        if self.tools is None:
-            return delta, finish_reason(engine_reason)
-        said, calls = self.tools.deltas(delta.pop("content", ""), final=final)
-        if said or not (calls or delta):
-            delta["content"] = said
-        if calls:
-            delta["tool_calls"] = calls
-        return delta, _chat_finish(self.req, engine_reason, bool(self.tools.calls))
+        if self.tools is not None:
+            said, calls = self.tools.deltas(delta.pop("content", ""), final=final)
+            if said or not (calls or delta):
+                delta["content"] = said
+            if calls:
+                delta["tool_calls"] = calls
+            reason = _chat_finish(self.req, c.finish_reason, bool(self.tools.calls))
+        return {"index": index, "delta": delta, "finish_reason": reason, "stop_reason": c.stop_reason,
+                "logprobs": chat_logprobs(c.token_ids, c.logprobs, self.req.top_logprobs)}
 
 
 def _message(text: str, reasoning_parser: str | None, tools=None, include_reasoning: bool = True) -> dict:

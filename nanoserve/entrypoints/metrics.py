@@ -109,6 +109,16 @@ class ServerMetrics:
 
 
 # %% chapters/A6_serving_hardening.ipynb #c060
+_ENGINE_SERIES = {  # vLLM's name (and the snapshot's key): (kind, help)
+    "num_requests_running": (GaugeMetricFamily, "Requests holding KV blocks."),
+    "num_requests_waiting": (GaugeMetricFamily, "Requests waiting to be scheduled."),
+    "kv_cache_usage_perc": (GaugeMetricFamily, "Fraction of KV blocks in use (1 = full)."),
+    "kv_blocks_used": (GaugeMetricFamily, "KV blocks held by requests."),
+    "prefix_cache_queries": (CounterMetricFamily, "Prompt tokens looked up in the prefix cache."),
+    "prefix_cache_hits": (CounterMetricFamily, "Prompt tokens found in the prefix cache."),
+    "num_preemptions": (CounterMetricFamily, "Sequences preempted (their KV freed, recomputed later).")}
+
+
 class EngineState:
     """A collector: queues, KV use, prefix cache, preemptions and speculative decoding, read at scrape time."""
 
@@ -125,18 +135,9 @@ class EngineState:
             f.add_metric(label, value)
             return f
 
-        yield family(GaugeMetricFamily, "num_requests_running", "Requests holding KV blocks.", s["num_requests_running"])
-        yield family(GaugeMetricFamily, "num_requests_waiting", "Requests waiting to be scheduled.",
-                     s["num_requests_waiting"])
-        yield family(GaugeMetricFamily, "kv_cache_usage_perc", "Fraction of KV blocks in use (1 = full).",
-                     s["kv_blocks_used"] / max(s["kv_blocks_total"], 1))
-        yield family(GaugeMetricFamily, "kv_blocks_used", "KV blocks held by requests.", s["kv_blocks_used"])
-        yield family(CounterMetricFamily, "prefix_cache_queries", "Prompt tokens looked up in the prefix cache.",
-                     s["prefix_cache_queries"])
-        yield family(CounterMetricFamily, "prefix_cache_hits", "Prompt tokens found in the prefix cache.",
-                     s["prefix_cache_hits"])
-        yield family(CounterMetricFamily, "num_preemptions", "Sequences preempted (their KV freed, recomputed later).",
-                     s.get("num_preemptions", 0))
+        values = {**s, "kv_cache_usage_perc": s["kv_blocks_used"] / max(s["kv_blocks_total"], 1)}
+        for name, (kind, doc) in _ENGINE_SERIES.items():
+            yield family(kind, name, doc, values.get(name, 0))
         stats = s.get("stats")
         if all(hasattr(stats, a) for a in (*SPEC_DECODE, "num_accepted_tokens_per_pos")):
             for a in SPEC_DECODE:

@@ -3,7 +3,7 @@
 __all__ = ['SAMPLING_FIELDS', 'engine_error_param', 'sse', 'until_disconnected', 'completion_body', 'stream_events', 'build_app']
 
 
-# %% chapters/16_serving.ipynb #c022
+# %% chapters/16_serving.ipynb #c025
 import asyncio
 import dataclasses
 import json
@@ -18,9 +18,8 @@ from fastapi.responses import PlainTextResponse, Response, StreamingResponse
 from nanoserve.entrypoints.async_engine import AsyncEngine, RequestAborted
 from nanoserve.entrypoints.chat_output import ChatDeltas, chat_body, check_tool_choice
 from nanoserve.entrypoints.limits import ServerLimits, check_context, check_prompt_chars, check_request
-from nanoserve.entrypoints.protocol import (GenerateRequest, RequestError, chat_logprobs, completion_logprobs,
-                                            error_body, finish_reason, generation_defaults_of, group_usage,
-                                            parse_chat_request, parse_completion_request)
+from nanoserve.entrypoints.protocol import (GenerateRequest, RequestError, error_body, generation_defaults_of,
+                                            group_usage, parse_chat_request, parse_completion_request)
 from nanoserve.entrypoints.render import TemplateError
 from nanoserve.entrypoints.vllm_routes import (EchoRequestId, add_error_handlers, add_vllm_routes, api_key_check,
                                                check_parsers, json_errors, unknown_field_logger)
@@ -56,19 +55,14 @@ def _choice_index(group, out, c, n: int) -> int:
     return group.index[out.request_id] * n + c.index
 
 
-# %% chapters/16_serving.ipynb #c023
+# %% chapters/16_serving.ipynb #c026
 def completion_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str,
                     echoes: list | None = None) -> dict:
     """A whole /v1/completions response from the group's final outputs (`echoes`: per prompt, its text and its
     first token's, when the request asked for echo)."""
-    choices = []
-    for i, out in enumerate(outputs):
-        for c in out.outputs:
-            choice = {"index": _choice_index(group, out, c, req.params.n), "text": c.text,
-                      "logprobs": completion_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
-                      "finish_reason": finish_reason(c.finish_reason), "stop_reason": c.stop_reason}
-            choices.append(req.completion_choice(choice, out, echoes[i] if echoes else None))  # A6: echo
-    choices.sort(key=lambda ch: ch["index"])
+    choices = sorted((req.completion_choice(c, _choice_index(group, out, c, req.params.n), out,
+                                            echoes and echoes[i]) for i, out in enumerate(outputs) for c in out.outputs),
+                     key=lambda choice: choice["index"])
     return {"id": rid, "object": "text_completion", "created": created, "model": name, "choices": choices,
             "usage": req.usage(group)}
 
@@ -76,8 +70,7 @@ def completion_body(req: GenerateRequest, group, outputs: list, name: str, creat
 async def stream_events(req: GenerateRequest, group, name: str, created: int, rid: str,
                         reasoning_parser: str | None = None, tool_call_parser: str | None = None):
     """Server-sent events: one chunk per completion per engine step, usage if asked, then [DONE]."""
-    chat = req.kind == "chat"
-    shapers = {}  # chat: choice index -> its ChatDeltas (reasoning split, tool calls parsed)
+    chat, shapers = req.kind == "chat", {}  # chat: choice index -> its ChatDeltas (reasoning split, tool calls parsed)
     head = {"id": rid, "object": "chat.completion.chunk" if chat else "text_completion", "created": created,
             "model": name}
     offsets: dict = {}  # choice index -> characters sent, for completions' text_offset
@@ -86,26 +79,19 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
         return {"usage": group_usage(group)} if req.continuous_usage else {}
 
     try:
-        roles_sent = not chat
         async for out in group:
-            if not roles_sent:  # the assistant's role first, once the first tokens exist (vLLM's order)
-                roles_sent = True
-                for i in range(req.params.n):
+            if chat and not shapers:  # the assistant's role first, once the first tokens exist (vLLM's order)
+                shapers = {i: ChatDeltas(req, reasoning_parser, tool_call_parser) for i in range(req.params.n)}
+                for i in shapers:
                     yield sse({**head, "choices": [{"index": i, "delta": {"role": "assistant", "content": ""},
                                                     "logprobs": None, "finish_reason": None}], **usage()})
             for c in out.outputs:
                 i = _choice_index(group, out, c, req.params.n)
                 if chat:
-                    shaper = shapers.setdefault(i, ChatDeltas(req, reasoning_parser, tool_call_parser))
-                    delta, reason = shaper.delta(c.text, c.finish_reason)
-                    choice = {"index": i, "delta": delta,
-                              "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs)}
+                    choice = shapers[i].choice(c, i)
                 else:
-                    choice = {"index": i, "text": c.text, "logprobs": completion_logprobs(
-                        c.token_ids, c.logprobs, req.top_logprobs, offsets.get(i, 0))}
+                    choice = req.completion_choice(c, i, offset=offsets.get(i, 0))
                     offsets[i] = offsets.get(i, 0) + len(c.text)
-                    reason = finish_reason(c.finish_reason)
-                choice.update(finish_reason=reason, stop_reason=c.stop_reason)
                 yield sse({**head, "choices": [choice], **usage()})
         if req.include_usage:
             yield sse({**head, "choices": [], "usage": group_usage(group)})
@@ -116,7 +102,7 @@ async def stream_events(req: GenerateRequest, group, name: str, created: int, ri
     yield "data: [DONE]\n\n"
 
 
-# %% chapters/16_serving.ipynb #c024
+# %% chapters/16_serving.ipynb #c027
 def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limits: ServerLimits | None = None,
               api_key: str | None = None, reasoning_parser: str | None = None, log_requests: bool = False,
               tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False,
@@ -128,7 +114,7 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
     auto_parser = check_parsers(reasoning_parser, tool_call_parser, enable_auto_tool_choice)
     app = FastAPI(title="nanoserve")  # /openapi.json and /docs, built from the request models
     limits = (limits or ServerLimits()).resolved(engine.engine)
-    renderer = engine.template_renderer(limits.template_timeout) if engine.tokenizer is not None else None
+    renderer = engine.template_renderer(limits.chat_template_timeout) if engine.tokenizer is not None else None
     defaults = generation_defaults_of(engine.engine)  # generation_config.json under every request, as offline
     app.state.engine, app.state.limits, app.state.defaults = engine, limits, defaults  # what the parsers read
     app.state.template_kwargs = default_chat_template_kwargs or {}  # under every chat request's own

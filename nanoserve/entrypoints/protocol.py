@@ -7,11 +7,13 @@ __all__ = ['RequestError', 'ERROR_TYPES', 'error_body', 'UNION_TAG', 'validation
            'RESERVED_TEMPLATE_KWARGS', 'ChatCompletionRequest', 'chat_request', 'parse_chat_request', 'FIELD_NAMES',
            'LOGPROB_FLOOR', 'token_logprobs', 'completion_logprobs', 'echo_choice', 'prompt_logprobs_json',
            'chat_logprobs', 'usage', 'group_usage', 'finish_reason', 'REASONING_PARSERS', 'REASONING_FIELDS',
-           'ReasoningSplitter', 'split_reasoning', 'parse_tools', 'tool_schema', 'GUIDED_FIELDS', 'output_constraint',
-           'structured_outputs_params']
+           'ReasoningSplitter', 'partial_tag', 'split_reasoning', 'parse_tools', 'tool_schema', 'GUIDED_FIELDS',
+           'output_constraint', 'structured_outputs_params']
 
 
 # %% chapters/A6_serving_hardening.ipynb #c005
+import dataclasses
+import itertools
 import math
 import re
 from dataclasses import dataclass, field
@@ -91,11 +93,16 @@ class GenerateRequest:
     echo: bool = False  # completions: the prompt (and with logprobs its tokens' logprobs) before the output
     prompt_only: bool = False  # echo with max_tokens 0: the prompt alone (the engine still makes one token)
 
-    def completion_choice(self, choice: dict, out, echo: tuple | None = None) -> dict:
-        """A completions choice as this request wants it: vLLM's `prompt_logprobs`, and with `echo` (the prompt's
-        text and its first token's) the prompt in front."""
-        choice = {**choice, "prompt_logprobs": prompt_logprobs_json(out.prompt_logprobs)}
-        return echo_choice(choice, *echo, out, self.top_logprobs, self.prompt_only) if echo else choice
+    def completion_choice(self, c, index: int, out=None, echo: tuple | None = None, offset: int = 0) -> dict:
+        """A completions choice: a stream delta at `offset`, or whole with `out` (its RequestOutput); `echo`
+        (the prompt's text and its first token's) puts the prompt in front."""
+        choice = {"index": index, "text": c.text,
+                  "logprobs": completion_logprobs(c.token_ids, c.logprobs, self.top_logprobs, offset),
+                  "finish_reason": finish_reason(c.finish_reason), "stop_reason": c.stop_reason}
+        if out is None:
+            return choice
+        choice["prompt_logprobs"] = prompt_logprobs_json(out.prompt_logprobs)
+        return echo_choice(choice, c, *echo, out, self.top_logprobs, self.prompt_only) if echo else choice
 
     def usage(self, group) -> dict:
         """The response's token counts (echo with max_tokens 0 generated nothing the client sees)."""
@@ -211,14 +218,10 @@ def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict 
     """SamplingParams from the body over `defaults` (generation_config.json's); door checks become 400s.
 
     `constraint` is (the body field it came from, StructuredOutputsParams' keyword arguments)."""
-    kwargs = {k: v for k, v in (defaults or {}).items() if k != "max_tokens"}
-    kwargs.update({f: getattr(body, f) for f in SAMPLING_FIELDS if getattr(body, f) is not None})
-    if max_tokens is not None:
-        kwargs["max_tokens"] = max_tokens
-    if logprobs is not None:
-        kwargs["logprobs"] = logprobs
-    if prompt_logprobs is not None:
-        kwargs["prompt_logprobs"] = prompt_logprobs
+    given = {**{f: getattr(body, f) for f in SAMPLING_FIELDS}, "max_tokens": max_tokens, "logprobs": logprobs,
+             "prompt_logprobs": prompt_logprobs}
+    kwargs = {**{k: v for k, v in (defaults or {}).items() if k != "max_tokens"},
+              **{k: v for k, v in given.items() if v is not None}}
     if constraint is not None:
         kwargs["structured_outputs"] = structured_outputs_params(*constraint)
     try:
@@ -366,9 +369,8 @@ def chat_request(body, tokenizer, max_model_len: int, trust_request_chat_templat
     top = (body.top_logprobs or 0) if body.logprobs else None
     # an unset max_tokens means "until the context is full", as in vLLM; the engine clamps it
     named = "max_completion_tokens" if body.max_completion_tokens is not None else "max_tokens"
-    max_tokens = getattr(body, named)
-    if max_tokens is None:  # the checkpoint's max_new_tokens, else the context
-        max_tokens = (defaults or {}).get("max_tokens", max_model_len)
+    asked = getattr(body, named)  # unset: the checkpoint's max_new_tokens, else the context
+    max_tokens = asked if asked is not None else (defaults or {}).get("max_tokens", max_model_len)
     constraint = output_constraint(body)
     schema = tool_schema(tools, choice, tool_name, body.parallel_tool_calls)
     if schema is not None:
@@ -378,7 +380,7 @@ def chat_request(body, tokenizer, max_model_len: int, trust_request_chat_templat
         constraint = ("tool_choice", {"json": schema, "disable_any_whitespace": True})  # compact: it cannot ramble
     params = _sampling_params(body, max_tokens, top, defaults, constraint)
     return GenerateRequest("chat", body.model, [], params, top_logprobs=top, chat=chat,
-                           max_tokens_given=getattr(body, named) is not None, max_tokens_field=named,
+                           max_tokens_given=asked is not None, max_tokens_field=named,
                            tool_choice=choice, tool_name=tool_name, parallel_tool_calls=body.parallel_tool_calls,
                            request_id=body.request_id, unknown=sorted(body.model_extra or ()),
                            include_reasoning=body.include_reasoning, **_streaming(body))
@@ -399,57 +401,44 @@ FIELD_NAMES = set(CompletionRequest.model_fields) | set(ChatCompletionRequest.mo
 LOGPROB_FLOOR = -9999.0  # JSON has no -inf: a token the filters ruled out reports this instead
 
 
-def _finite(x: float) -> float:
-    return x if math.isfinite(x) else LOGPROB_FLOOR
+def _pair(lp) -> tuple:
+    return lp.decoded_token or "", lp.logprob if math.isfinite(lp.logprob) else LOGPROB_FLOOR
 
 
 def token_logprobs(token_ids: list, logprobs: list, k: int) -> list:
     """Per sampled token: (its text, its logprob, [(text, logprob) of the k most likely tokens])."""
-    rows = []
-    for token, entry in zip(token_ids, logprobs):
-        chosen = entry[token]
-        top = sorted(entry.values(), key=lambda lp: lp.rank)[:k]
-        rows.append((chosen.decoded_token or "", _finite(chosen.logprob),
-                     [(lp.decoded_token or "", _finite(lp.logprob)) for lp in top]))
-    return rows
+    return [(*_pair(entry[token]), [_pair(lp) for lp in sorted(entry.values(), key=lambda lp: lp.rank)[:k]])
+            for token, entry in zip(token_ids, logprobs)]
 
 
-def completion_logprobs(token_ids: list, logprobs: list | None, k: int | None, offset: int = 0):
-    """The legacy completions logprobs object: tokens, token_logprobs, top_logprobs, text_offset."""
+def completion_logprobs(token_ids: list, logprobs: list | None, k: int | None, offset: int = 0, head=()):
+    """The legacy completions logprobs object (tokens, token_logprobs, top_logprobs, text_offset); `head`: rows first."""
     if logprobs is None or k is None:
         return None
-    out = {"tokens": [], "token_logprobs": [], "top_logprobs": [], "text_offset": []}
-    for text, lp, top in token_logprobs(token_ids, logprobs, k):
-        out["tokens"].append(text)
-        out["token_logprobs"].append(lp)
-        out["top_logprobs"].append(dict(top))
-        out["text_offset"].append(offset)
-        offset += len(text)
-    return out
+    rows = [*head, *token_logprobs(token_ids, logprobs, k)]
+    offsets = list(itertools.accumulate([len(text) for text, *_ in rows], initial=offset))[:len(rows)]
+    return {"tokens": [text for text, *_ in rows], "token_logprobs": [lp for _, lp, _ in rows],
+            "top_logprobs": [top and dict(top) for *_, top in rows], "text_offset": offsets}
 
 
-def echo_choice(choice: dict, prompt: str, first_token: str, out, k: int | None, prompt_only: bool) -> dict:
-    """A completions choice with its prompt in front (echo, as vLLM answers it): the prompt's text, and with
-    logprobs its tokens first, the first one with none (nothing precedes it to predict it)."""
-    lp = choice["logprobs"]
-    if prompt_only:  # max_tokens 0: the one token the engine made is not part of the answer
-        choice, lp = {**choice, "text": "", "finish_reason": "length"}, lp and {key: [] for key in lp}
+def echo_choice(choice: dict, c, prompt: str, first_token: str, out, k: int | None, prompt_only: bool) -> dict:
+    """A completions choice with its prompt in front (vLLM's echo): with logprobs its tokens' first, the very
+    first token's None (nothing precedes it); with max_tokens 0 (`prompt_only`) nothing generated."""
+    if prompt_only:  # the one token the engine made is not part of the answer
+        choice, c = {**choice, "text": "", "finish_reason": "length"}, dataclasses.replace(c, token_ids=[], logprobs=[])
     choice = {**choice, "text": prompt + choice["text"]}
-    if lp is None:
+    if choice["logprobs"] is None:
         return choice
-    head = completion_logprobs(out.prompt_token_ids[1:], out.prompt_logprobs[1:], k, len(first_token))
-    return {**choice, "logprobs": {
-        "tokens": [first_token, *head["tokens"], *lp["tokens"]],
-        "token_logprobs": [None, *head["token_logprobs"], *lp["token_logprobs"]],
-        "top_logprobs": [None, *head["top_logprobs"], *lp["top_logprobs"]],
-        "text_offset": [0, *head["text_offset"], *(o + len(prompt) for o in lp["text_offset"])]}}
+    lp = completion_logprobs(out.prompt_token_ids[1:], out.prompt_logprobs[1:], k, 0, [(first_token, None, None)])
+    tail = completion_logprobs(c.token_ids, c.logprobs, k, len(prompt))
+    return {**choice, "logprobs": {key: lp[key] + tail[key] for key in lp}}
 
 
 def prompt_logprobs_json(entries: list | None):
     """vLLM's `prompt_logprobs`: per prompt token None (the first) or {token_id: {logprob, rank, decoded_token}}."""
     if entries is None:
         return None
-    return [None if e is None else {str(t): {"logprob": _finite(lp.logprob), "rank": lp.rank,
+    return [None if e is None else {str(t): {"logprob": _pair(lp)[1], "rank": lp.rank,
                                              "decoded_token": lp.decoded_token} for t, lp in e.items()}
             for e in entries]
 
@@ -511,14 +500,14 @@ class ReasoningSplitter:
                 reasoning, text = text.split(self.end, 1)
                 self.state = "content"
             else:
-                keep = _partial_tag(text, self.end) if not final else 0
+                keep = partial_tag(text, self.end) if not final else 0
                 reasoning, self.held = text[:len(text) - keep], text[len(text) - keep:]
                 return reasoning, ""
         content = text
         return reasoning, content
 
 
-def _partial_tag(text: str, tag: str) -> int:
+def partial_tag(text: str, tag: str) -> int:
     """How many characters at the end of `text` could begin `tag`."""
     for k in range(min(len(tag) - 1, len(text)), 0, -1):
         if tag.startswith(text[-k:]):

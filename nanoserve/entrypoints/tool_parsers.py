@@ -9,6 +9,8 @@ import json
 import uuid
 from dataclasses import dataclass
 
+from nanoserve.entrypoints.protocol import partial_tag
+
 
 @dataclass
 class ToolCall:
@@ -40,14 +42,6 @@ def _call_from_json(obj, args_keys=("arguments", "parameters")) -> ToolCall | No
     if not isinstance(args, dict):
         return None
     return ToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
-
-
-def _partial_suffix(text: str, tag: str) -> int:
-    """How many characters at the end of `text` could begin `tag`."""
-    for k in range(min(len(tag) - 1, len(text)), 0, -1):
-        if tag.startswith(text[-k:]):
-            return k
-    return 0
 
 
 class ToolCallStream:
@@ -99,7 +93,7 @@ class HermesToolCalls(ToolCallStream):
             if not self.inside:
                 at = text.find(self.START)
                 if at < 0:
-                    keep = 0 if final else _partial_suffix(text, self.START)
+                    keep = 0 if final else partial_tag(text, self.START)
                     piece, self.held = text[:len(text) - keep], text[len(text) - keep:]
                     if self.calls or calls:  # after a call only real text counts: hold whitespace back
                         if not piece.strip() and not final:

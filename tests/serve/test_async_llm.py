@@ -1,0 +1,46 @@
+"""vLLM's AsyncLLM: from_engine_args, generate as an async stream of RequestOutputs, abort, shutdown."""
+import asyncio
+
+from nanoserve import AsyncEngineArgs, AsyncLLM, SamplingParams
+from nanoserve.outputs import RequestOutputKind
+
+
+def test_generate_in_vllms_three_output_kinds_then_abort(tiny_model_dir):
+    llm = AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model_dir), device="cpu", max_model_len=1024,
+                                                    num_kv_blocks=80))
+
+    def params(kind=None, max_tokens=6):
+        return SamplingParams(temperature=0, max_tokens=max_tokens, ignore_eos=True, output_kind=kind)
+
+    async def collect(request_id, kind=None):
+        return [out async for out in llm.generate("Hello", params(kind), request_id)]
+
+    async def main():
+        cumulative = await collect("a")
+        assert [len(o.outputs[0].token_ids) for o in cumulative] == [1, 2, 3, 4, 5, 6]  # vLLM's default
+        assert cumulative[-1].finished and not cumulative[0].finished and cumulative[-1].request_id == "a"
+        whole = cumulative[-1].outputs[0]
+        deltas = await collect("b", RequestOutputKind.DELTA)
+        assert sum((o.outputs[0].token_ids for o in deltas), []) == whole.token_ids
+        assert "".join(o.outputs[0].text for o in deltas) == whole.text
+        final = await collect("c", RequestOutputKind.FINAL_ONLY)
+        assert len(final) == 1 and final[0].outputs[0].token_ids == whole.token_ids
+
+        seen = []
+
+        async def long_one():
+            async for out in llm.generate("Hello", params(max_tokens=900), "d"):
+                seen.append(out)
+
+        task = asyncio.create_task(long_one())
+        while len(seen) < 2:
+            await asyncio.sleep(0.005)
+        await llm.abort("d")
+        await asyncio.wait_for(task, 30)  # the aborted request's generator ends
+        assert not seen[-1].finished and len(seen[-1].outputs[0].token_ids) < 900
+        assert len(await collect("d")) == 6  # its id is free again, the engine still serves
+
+    try:
+        asyncio.run(main())
+    finally:
+        llm.shutdown()
