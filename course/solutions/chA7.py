@@ -8,7 +8,7 @@ EXPLANATIONS = {
         "The config check passes (3 is a positive int) and so does every tensor's shape: layers 0 and 1 are\n"
         "exactly what config.json implies. The exactly-once check at the end of load_weights fires: the model\n"
         "built three layers, and every (parameter, shard) of model.layers.2 was never loaded, so the error\n"
-        "lists them. Without that check layer 2 would keep its random initial weights."),
+        "lists them. Without that check layer 2 would keep what torch.empty left there: uninitialised memory."),
     "A7.2": (
         "check_config_types reads rope_theta, the token ids and the two switches, not rms_norm_eps, so a string\n"
         "passes it. ModelConfig.from_dict copies the string, and check_config_sizes refuses it: 'rms_norm_eps\n"
