@@ -32,3 +32,11 @@ def test_generation_routes_document_their_request_models(spec):
 def test_docs_page_is_served(server):
     r = httpx.get(server + "/docs", timeout=10, trust_env=False)
     assert r.status_code == 200 and "openapi.json" in r.text
+
+
+def test_generation_routes_document_their_answer(spec):
+    for route in ("/v1/completions", "/v1/chat/completions"):
+        ref = spec["paths"][route]["post"]["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        answer = spec["components"]["schemas"][ref.rsplit("/", 1)[1]]
+        assert {"id", "object", "created", "model", "choices", "usage"} <= set(answer["required"])
+    assert {"prompt_tokens", "completion_tokens", "total_tokens"} <= set(spec["components"]["schemas"]["Usage"]["properties"])
