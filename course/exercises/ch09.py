@@ -12,7 +12,7 @@ from nanoserve.attention.paged_decode import PagedDecode
 from nanoserve.attention.paged_decode import pick_bucket as bucket_for
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.engine.graph_runner import GraphRunner, StaticInputs, graph_buckets
-from nanoserve.engine.model_runner import build_step_inputs, table_input_ids
+from nanoserve.engine.model_runner import build_step_inputs
 
 __all__ = ["CHECKS"]
 
@@ -193,11 +193,7 @@ def graph_runner_with(graph_class):
                 self.graphs[key] = self._replay_fn(graph, key[1])
 
         def _decode_fn(self, batch, bucket: int):
-            c, table = self.common, self.runner.table
-
             def decode(ids, positions, slots):
-                if table is not None:
-                    ids = table_input_ids(ids, c["token_rows"][:bucket], table.tokens)
                 return self.model(ids, positions, dataclasses.replace(batch, slot_mapping=slots))
             return decode
 

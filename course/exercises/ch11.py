@@ -16,7 +16,7 @@ def check_token_rows(token_rows) -> str:
         if list(got) != want:
             raise AssertionError(f"token_rows{case} = {got!r}, expected {want}: only the LAST row of a chunk is its "
                                  "sequence's newest token, and only a sequence that holds a slot (>= 0) reads it")
-    return "the same token_rows prepare_step_inputs builds"
+    return "the same rows the token table's references name"
 
 
 def _wasted(stop_steps, max_tokens):
@@ -80,53 +80,45 @@ def check_predict_calls(predict_calls) -> str:
     return "your prediction matches the engine's count in both loops"
 
 
-def runner_with_lookup(lookup):
-    """ModelRunner whose steps pick each row's input id with `lookup(input_ids, token_rows, table)`."""
-    import torch
+def core_with_lookup(lookup):
+    """AsyncEngineCore whose token table resolves staged references with `lookup(input_ids, table)`."""
+    from nanoserve.engine.async_core import AsyncEngineCore
 
-    from nanoserve.engine.model_runner import ModelRunner
+    class ReadersAsyncEngineCore(AsyncEngineCore):
+        """Chapter 11's core; the reader's lookup resolves the references in front of the embedding."""
 
-    class ReadersModelRunner(ModelRunner):
-        """Chapter 07's runner; the reader's lookup fills the rows the token table feeds."""
-
-        def _forward(self, step):
-            if step.token_rows is not None:
-                ids = lookup(step.input_ids.to(self.device), step.token_rows.to(self.device), self.table.tokens)
-                step.input_ids = ids.to("cpu")  # off a CPU this waits for the table: right, not fast
-                step.token_rows = torch.full_like(step.token_rows, -1)  # every row now holds its id already
-            return super()._forward(step)
-
-    return ReadersModelRunner
+    ReadersAsyncEngineCore.lookup = staticmethod(lookup)
+    return ReadersAsyncEngineCore
 
 
 def _lookup_cases() -> list:
-    """(what, input_ids, token_rows, table) covering prefills, decodes and a mixed step."""
+    """(what, input_ids, table) covering prefills, decodes and a mixed step."""
     import torch
 
-    table = torch.arange(100, 109, dtype=torch.int64)  # 8 slots and the scratch slot
+    table = torch.arange(100, 108, dtype=torch.int64)  # 8 rows
     t = lambda xs: torch.tensor(xs, dtype=torch.int64)
-    return [("a prefill (no row reads the table)", t([7, 8, 9]), t([-1, -1, -1]), table),
-            ("three decodes", t([0, 0, 0]), t([4, 0, 7]), table),
-            ("a decode beside a prompt chunk", t([0, 11, 12, 13]), t([2, -1, -1, -1]), table),
-            ("a chunk that ends at its newest token", t([21, 22, 0, 0]), t([-1, -1, 5, 1]), table),
-            ("an empty step", t([]), t([]), table)]
+    return [("a prefill (no row reads the table)", t([7, 8, 9]), table),
+            ("three decodes", t([-5, -1, -8]), table),
+            ("a decode beside a prompt chunk", t([-3, 11, 12, 13]), table),
+            ("a chunk that ends at its pending token", t([21, 22, -6, -2]), table),
+            ("an empty step", t([]), table)]
 
 
-def _engine_tokens(runner_class) -> tuple:
-    """Greedy tokens of the tiny engine one step ahead on this CPU: the chapter's runner, then `runner_class`."""
+def _engine_tokens(core_class) -> tuple:
+    """Greedy tokens of the tiny engine one step ahead on this CPU: the chapter's core, then `core_class`."""
     from nanoserve import LLM, SamplingParams
-    from nanoserve.engine import selector
+    from nanoserve.engine import async_core
 
     prompts = [dict(prompt_token_ids=list(range(3 + 5 * i, 9 + 7 * i))) for i in range(3)]
     params = SamplingParams(temperature=0, max_tokens=5)
     kwargs = dict(skip_tokenizer_init=True, device="cpu", block_size=4, num_kv_blocks=64, async_scheduling=True)
     runs = []
-    for cls in (selector.ModelRunner, runner_class):
-        built, selector.ModelRunner = selector.ModelRunner, cls
+    for cls in (async_core.AsyncEngineCore, core_class):
+        built, async_core.AsyncEngineCore = async_core.AsyncEngineCore, cls
         try:
             llm = LLM(_tiny_checkpoint(), **kwargs)
         finally:
-            selector.ModelRunner = built
+            async_core.AsyncEngineCore = built
         runs.append([o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)])
     return tuple(runs)
 
@@ -135,20 +127,20 @@ def check_table_lookup(table_input_ids) -> str:
     """11.5 (build it yourself): each row's input id from the table or the staged ids, without asking the host."""
     import torch
 
-    from nanoserve.engine.model_runner import table_input_ids as reference
+    from nanoserve.engine.async_core import table_input_ids as reference
 
-    for what, ids, rows, table in _lookup_cases():
-        before = [x.clone() for x in (ids, rows, table)]
-        got = table_input_ids(ids, rows, table)
-        assert all(torch.equal(a, b) for a, b in zip(before, (ids, rows, table))), \
+    for what, ids, table in _lookup_cases():
+        before = [x.clone() for x in (ids, table)]
+        got = table_input_ids(ids, table)
+        assert all(torch.equal(a, b) for a, b in zip(before, (ids, table))), \
             f"hint: with {what} your lookup changed one of its inputs; build a new tensor instead"
         assert isinstance(got, torch.Tensor) and got.shape == ids.shape and got.dtype == torch.int64, \
             f"hint: with {what} return an int64 tensor shaped like input_ids, got {got!r}"
-        assert torch.equal(got, reference(ids, rows, table)), (
-            f"hint: with {what}, token_rows {rows.tolist()} and staged ids {ids.tolist()} gave {got.tolist()}: "
-            "a row whose token_rows entry is a slot (>= 0) reads the table there, every other row keeps its staged id")
+        assert torch.equal(got, reference(ids, table)), (
+            f"hint: with {what}, staged ids {ids.tolist()} gave {got.tolist()}: a row that stages a reference "
+            "-1 - row reads that row of the table, every other row keeps its staged id")
         try:
-            on_meta = table_input_ids(ids.to("meta"), rows.to("meta"), table.to("meta"))
+            on_meta = table_input_ids(ids.to("meta"), table.to("meta"))
         except (RuntimeError, NotImplementedError) as err:
             raise AssertionError(
                 "hint: your lookup looks at the values on the host (item, tolist, a boolean mask, a Python loop), "
@@ -156,7 +148,11 @@ def check_table_lookup(table_input_ids) -> str:
                 f"torch.where on tensors only (on tensors without data it failed with: {str(err)[:80]})") from None
         assert on_meta.shape == ids.shape, f"hint: with {what} on tensors without data your result has shape " \
                                            f"{tuple(on_meta.shape)}, expected {tuple(ids.shape)}"
-    want, got = _engine_tokens(runner_with_lookup(table_input_ids))
+    try:
+        want, got = _engine_tokens(core_with_lookup(table_input_ids))
+    except (IndexError, RuntimeError) as err:
+        raise AssertionError("hint: the engine one step ahead read its ids through yours and failed "
+                             f"({type(err).__name__}: {str(err)[:80]}): does every reference become an id?") from None
     assert got == want, f"hint: the engine one step ahead read its ids through yours and gave {got}, expected {want}"
     return "the engine one step ahead gives the same greedy tokens through your lookup; set USE_MY_TOKEN_LOOKUP = True"
 

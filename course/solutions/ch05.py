@@ -77,7 +77,7 @@ def _step(self, reserve_decodes: bool, admit_first: bool = False) -> ScheduledBa
             continue
         if reserve_decodes and self._remaining(seq) == 1:
             pending -= 1
-        n = num_tokens_to_schedule(seq, budget, pending)
+        n = num_tokens_to_schedule(self._remaining(seq), budget, pending)
         if n <= 0:
             continue
         need = self.block_manager.blocks_needed(seq.block_table, seq.num_computed_tokens + n)

@@ -46,18 +46,19 @@ def predict_calls_same_for_both(arrivals, max_tokens, async_scheduling):
     return max(a + m for a, m in zip(arrivals, max_tokens))
 
 
-def table_input_ids(input_ids, token_rows, table):
-    """Read the table at every row (slot 0 for the rows without one), keep it where the row has a slot."""
+def table_input_ids(input_ids, table):
+    """Read the table at every row (row 0 for the staged ids, which are not references), keep it where the row
+    stages a reference -1 - row."""
     import torch
 
-    return torch.where(token_rows >= 0, table[token_rows.clamp(min=0)], input_ids)
+    return torch.where(input_ids >= 0, input_ids, table[(-1 - input_ids).clamp(min=0)])
 
 
-def table_input_ids_masked(input_ids, token_rows, table):
+def table_input_ids_masked(input_ids, table):
     """A typical mistake: right ids, but a boolean mask needs the host to count the rows (no graph, a stall)."""
     out = input_ids.clone()
-    reads = token_rows >= 0
-    out[reads] = table[token_rows[reads]]
+    refs = input_ids < 0
+    out[refs] = table[-1 - input_ids[refs]]
     return out
 
 
@@ -67,9 +68,11 @@ WRONG = {"11.1": token_rows_at_chunk_start, "11.2": wasted_lanes_every_stop, "11
 
 EXPLANATIONS = {
     "11.3": """Two steps ahead, step n+2 is launched while steps n and n+1 are both in flight. A decoding sequence then
-has two pending tokens: `num_pending_tokens` counts them, and the scheduler needs nothing else. The input of step
-n+2 is step n+1's token, which step n+1's sampler writes into the sequence's table slot before step n+2 reads it
-(stream order), so the token table still works as it is. What breaks is the host side: the core must keep two
+has two pending tokens: the scheduler's `pending` counts them, and `_remaining` needs nothing else. The input of
+step n+2 is step n+1's token, copied into the table before step n+2 reads it (stream order), but the table holds one
+step's tokens, in that step's row order: a sequence whose chunk reaches back over two pending tokens (a recompute,
+a chunk) would need both, so the table must keep two steps (two row maps, or a slot per sequence). The host side
+breaks too: the core must keep two
 steps in flight and commit them in order, the outputs come two calls late, and a sequence stopped by step n's
 eos has two lanes of wasted work, not one. The pinned host copies must not be shared between the two steps in
 flight. It pays off only when one step's host work is longer than the GPU's step, e.g. a very fast GPU with a

@@ -3,7 +3,7 @@
 __all__ = ['EngineCoreOutput', 'EngineStats', 'count_decode_tokens', 'tokens_per_sequence', 'SamplingState', 'EngineCore']
 
 
-# %% chapters/07_engine.ipynb #c032
+# %% chapters/07_engine.ipynb #c034
 import time
 from dataclasses import dataclass, field
 
@@ -62,7 +62,7 @@ def tokens_per_sequence(batch: ScheduledBatch, tokens: list) -> list:
     return [next(it) if samples else None for samples in batch.samples]
 
 
-# %% chapters/07_engine.ipynb #c034
+# %% chapters/07_engine.ipynb #c036
 class SamplingState:
     """Per-sequence sampling state kept across steps; builds each step's SamplingBatch."""
 
@@ -97,19 +97,22 @@ class SamplingState:
         params = [s.params for s in seqs]
         gens = self.generators
         sampling = SamplingBatch(params, [gens.get(s.seq_id) for s in seqs] if gens else [None] * len(seqs))
-        pending = [p.min_tokens > 0 and s.num_tokens - s.num_prompt_tokens < p.min_tokens for s, p in zip(seqs, params)]
-        if not any(pending) and all(p.is_plain for p in params):
+        # outputs before the one each row samples: its chunk ends at the sequence's last token
+        made = [s.num_computed_tokens + n - s.num_prompt_tokens
+                for s, n, x in zip(batch.seqs, batch.num_new_tokens, batch.samples) if x]
+        held = [p.min_tokens > 0 and m < p.min_tokens for m, p in zip(made, params)]
+        if not any(held) and all(p.is_plain for p in params):
             sampling.temperatures = [0.0 if p.greedy else p.temperature for p in params]
         else:
-            self._fill_rules(sampling, seqs, pending)
+            self._fill_rules(sampling, seqs, held)
         owners = self._prompt_rows(batch, sampling) if self.prompt_logprobs else []
         return sampling, owners
 
-    def _fill_rules(self, sampling: SamplingBatch, seqs: list, pending: list) -> None:
+    def _fill_rules(self, sampling: SamplingBatch, seqs: list, held: list) -> None:
         """min_tokens bans, and the token histories that penalties and logit processors read."""
-        if any(pending):  # before min_tokens, neither EOS nor a stop token may be drawn
+        if any(held):  # before min_tokens, neither EOS nor a stop token may be drawn
             sampling.banned_token_ids = [sorted(set(s.params.stop_token_ids) | s.eos_token_ids) if wait else []
-                                         for s, wait in zip(seqs, pending)]
+                                         for s, wait in zip(seqs, held)]
         if any(s.params.needs_output_history for s in seqs):
             sampling.prompt_token_ids = [s.prompt_token_ids for s in seqs]
             sampling.output_token_ids = [s.output_token_ids for s in seqs]
@@ -133,7 +136,7 @@ class SamplingState:
         return owners
 
 
-# %% chapters/07_engine.ipynb #c036
+# %% chapters/07_engine.ipynb #c038
 class EngineCore:
     """Scheduler + executor: schedule -> execute -> update, one step at a time."""
 

@@ -3,7 +3,7 @@
 __all__ = ['Executor']
 
 
-# %% chapters/07_engine.ipynb #c029
+# %% chapters/07_engine.ipynb #c031
 from typing import Protocol, runtime_checkable
 
 from nanoserve.engine.scheduler import ScheduledBatch

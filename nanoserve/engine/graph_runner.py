@@ -8,7 +8,6 @@ import numpy as np
 import torch
 
 from nanoserve.checks import is_int
-from nanoserve.engine.model_runner import table_input_ids
 from nanoserve.sampler import SamplerOutput
 
 _NP_TO_TORCH = {np.int64: torch.int64, np.int32: torch.int32, np.float32: torch.float32}
@@ -137,12 +136,11 @@ class GraphRunner:
         if rows is None:
             return self.runner.run(step, sampling)
         s = sampling.num_rows
-        slots = self.common["sample_slots"][:s] if self.runner.table is not None else None
         if self.sample_in_graph and sampling.temperatures is not None and len(step.logits_indices) == s:
             self.head_graphs[rows, all(t == 0 for t in sampling.temperatures)]()
             return SamplerOutput(self.tokens[:s])  # a view the next replay overwrites
         logits = self.model.compute_logits(self.hidden[:len(step.logits_indices)])
-        return self.runner.sample(logits, sampling, slots)
+        return self.runner.sample(logits, sampling)
 
     @torch.inference_mode()
     def forward(self, step):
@@ -157,11 +155,9 @@ class GraphRunner:
         """The static inputs every graph reads: the common fields, then each variant's own."""
         runner, tokens = self.runner, max(max(v.buckets) for v in self.variants)
         rows = max(v.logits_rows(max(v.buckets)) for v in self.variants)
-        scratch = runner.table.capacity if runner.table is not None else 0  # padding rows sample into it
         self.common = StaticInputs([
             ("input_ids", np.int64, (tokens,), 0), ("positions", np.int64, (tokens,), 0),
-            ("slot_mapping", np.int64, (tokens,), -1), ("token_rows", np.int64, (tokens,), -1),
-            ("logits_indices", np.int64, (rows,), 0), ("sample_slots", np.int64, (rows,), scratch),
+            ("slot_mapping", np.int64, (tokens,), -1), ("logits_indices", np.int64, (rows,), 0),
             ("temperature", np.float32, (rows,), 1.0), ("greedy", np.int32, (rows,), 1)], runner.device)
         self.own = {v.name: StaticInputs(v.fields(), runner.device) for v in self.variants}
         self.hidden = torch.zeros(rows, runner.model_config.hidden_size, dtype=runner.dtype, device=runner.device)
@@ -194,28 +190,23 @@ class GraphRunner:
             torch.cuda.synchronize()
 
     def _forward_fn(self, batch, bucket: int, rows: int):
-        """What a forward graph holds: input ids (from the token table where asked), the model, the rows to sample."""
-        c, table = self.common, self.runner.table
+        """What a forward graph holds: the model on the staged input ids, the hidden states of the rows to sample."""
+        c = self.common
 
         def forward():
-            ids = c["input_ids"][:bucket]
-            if table is not None:
-                ids = table_input_ids(ids, c["token_rows"][:bucket], table.tokens)
-            hidden = self.model(ids, c["positions"][:bucket], batch)
+            hidden = self.model(c["input_ids"][:bucket], c["positions"][:bucket], batch)
             torch.index_select(hidden, 0, c["logits_indices"][:rows], out=self.hidden[:rows])
         return forward
 
     def _head_fn(self, rows: int, greedy: bool, generator):
-        """What a head graph holds: the LM head, argmax or temperature sampling, the tokens into the table."""
-        c, table = self.common, self.runner.table
+        """What a head graph holds: the LM head, argmax or temperature sampling, the tokens into a static output."""
+        c = self.common
 
         def head():
             logits = self.model.compute_logits(self.hidden[:rows])
             picked = logits.argmax(-1) if greedy else graph_sample(logits, c["temperature"][:rows], c["greedy"][:rows],
                                                                    generator)
             self.tokens[:rows].copy_(picked)
-            if table is not None:
-                table.tokens.index_copy_(0, c["sample_slots"][:rows], self.tokens[:rows])
         return head
 
     # ---- replay ----------------------------------------------------------------------------
@@ -247,8 +238,6 @@ class GraphRunner:
         """The common fields of `step` in the variant's row order (None: the step's own), padding after."""
         x, t = self.common.host(), step.num_tokens
         fields = [("input_ids", step.input_ids), ("positions", step.positions), ("slot_mapping", step.slot_mapping)]
-        if step.token_rows is not None:
-            fields.append(("token_rows", step.token_rows))
         for name, value in fields:
             x[name][:t] = value.numpy() if order is None else value.numpy()[order]
         indices = step.logits_indices.numpy()
@@ -257,8 +246,6 @@ class GraphRunner:
             where[order] = np.arange(t)
             indices = where[indices]
         x["logits_indices"][:len(indices)] = indices
-        if step.sample_slots is not None:
-            x["sample_slots"][:len(step.sample_slots)] = step.sample_slots.numpy()
         if temperatures is not None:
             temps = np.asarray(temperatures, np.float32)
             x["temperature"][:len(temps)] = np.where(temps == 0, 1.0, temps)  # greedy rows: a flag and a harmless 1.0

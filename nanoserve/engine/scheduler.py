@@ -124,12 +124,10 @@ def release_prefix(block_manager, seq: Sequence, hits: int | None) -> None:
 
 
 # %% chapters/05_scheduler.ipynb #c029
-def num_tokens_to_schedule(seq: Sequence, budget: int, pending_decodes: int) -> int:
-    """Tokens of running `seq` to compute now; `pending_decodes` counts the decodes after it in the step."""
-    remaining = seq.num_tokens - seq.num_computed_tokens
+def num_tokens_to_schedule(remaining: int, budget: int, pending_decodes: int) -> int:
+    """Tokens to compute now of a running sequence with `remaining` uncomputed ones; `pending_decodes` counts
+    the decodes after it in the step."""
     if remaining == 1:
-        if seq.num_tokens - seq.num_prompt_tokens >= seq.max_tokens:
-            return 0  # already at its length limit: nothing left to compute
         return 1 if budget >= 1 else 0
     return min(remaining, budget - pending_decodes)
 
@@ -234,13 +232,14 @@ class Scheduler(SchedulerQueues):
         budget = self.config.max_num_batched_tokens
         block_size = self.block_manager.block_size
         # budget held back so that prefill chunks of running sequences never starve decodes
-        pending_decodes = sum(s.num_tokens - s.num_computed_tokens == 1 for s in self.running)
+        pending_decodes = sum(self._remaining(s) == 1 for s in self.running)
         for seq in list(self.running):
             if seq.status is not SequenceStatus.RUNNING:  # preempted earlier in this loop
                 continue
-            if seq.num_tokens - seq.num_computed_tokens == 1:
+            remaining = self._remaining(seq)
+            if remaining == 1:
                 pending_decodes -= 1
-            n = num_tokens_to_schedule(seq, budget, pending_decodes)
+            n = num_tokens_to_schedule(remaining, budget, pending_decodes)
             if n <= 0:
                 continue
             # blocks_needed, inlined: a decode needs a new block only once every block_size tokens
@@ -296,7 +295,7 @@ class Scheduler(SchedulerQueues):
             self.block_manager.allocate(seq.block_table, seq.num_computed_tokens + n)
         batch.seqs.append(seq)
         batch.num_new_tokens.append(n)
-        batch.samples.append(seq.num_computed_tokens + n == seq.num_tokens)
+        batch.samples.append(n == self._remaining(seq))  # the chunk reaches the sequence's last token
 
     def _preempt(self, seq: Sequence) -> None:
         """Drop a running sequence's KV and requeue it first in line (it recomputes later)."""

@@ -9,9 +9,9 @@ from nanoserve.engine.core import EngineCore
 from nanoserve.engine.model_runner import ModelRunner
 
 
-def build_runner(config, model_config, device=None, layers=None, token_table: bool = True) -> ModelRunner:
+def build_runner(config, model_config, device=None, layers=None) -> ModelRunner:
     """A ModelRunner, with chapter 10's fused Triton kernels swapped in when asked for and CUDA can run them."""
-    runner = ModelRunner(config, model_config, device=device, layers=layers, token_table=token_table)
+    runner = ModelRunner(config, model_config, device=device, layers=layers)
     if runner.device.type == "cuda" and config.fused_kernels:
         from nanoserve.kernels.fused import fuse_model, fused_kernels_available  # chapter 10
 
@@ -50,8 +50,7 @@ def build_executor(config, model_config):
         from nanoserve.parallel.executor import TensorParallelExecutor  # chapter 14
 
         return TensorParallelExecutor(config, model_config)
-    # a speculating core feeds drafts from the host, so no token table (chapter 18)
-    runner = build_runner(config, model_config, token_table=config.speculative_config is None)
+    runner = build_runner(config, model_config)
     if runner.device.type != "cuda" or config.enforce_eager:
         return runner
     from nanoserve.engine.graph_runner import GraphRunner  # chapter 09

@@ -46,7 +46,6 @@ class Sequence:
         self.max_tokens = max_tokens
         self.params = params  # the request's SamplingParams (chapter 06): stop_token_ids, min_tokens, ignore_eos
         self.eos_token_ids = frozenset(eos_token_ids)  # the model's end-of-sequence ids
-        self.num_pending_tokens = 0  # sampled on the device, not yet on the host (chapter 11's one-step-ahead loop)
         self.num_computed_tokens = 0  # tokens whose K/V sit in the cache
         self.num_cached_tokens = 0  # of those, how many came from prefix-cache hits
         self.block_table: list[int] = []
@@ -68,8 +67,8 @@ class Sequence:
 
     @property
     def num_tokens(self) -> int:
-        """Prompt plus output length, counting tokens still on their way to the host."""
-        return len(self.token_ids) + self.num_pending_tokens
+        """Prompt plus output length."""
+        return len(self.token_ids)
 
     @property
     def num_output_tokens(self) -> int:

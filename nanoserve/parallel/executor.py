@@ -17,7 +17,7 @@ def _build_runner(ctx, config, model_config):
     """On every rank: a runner whose model holds only this rank's shard of every weight."""
     group = ctx.group
     device = torch.device("cuda", group.rank) if config.device.type == "cuda" else config.device
-    runner = build_runner(config, model_config, device=device, layers=ShardedLayers(group), token_table=False)
+    runner = build_runner(config, model_config, device=device, layers=ShardedLayers(group))
     if device.type == "cuda" and not config.enforce_eager:
         from nanoserve.engine.graph_runner import GraphRunner  # chapter 09
 

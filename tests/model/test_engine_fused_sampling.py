@@ -41,18 +41,18 @@ def test_fused_sampling_changes_nothing(checkpoint, overlap):
 
     fused_llm = _llm(checkpoint, overlap)
     runner, calls = fused_llm.engine.executor, []
-    full_execute = runner.execute
+    full_run = runner.run
 
-    def execute(batch, sampling):
+    def run(step, sampling):
         """What a graph runner does when every row is plain: the lean sampler, from the runner's stream."""
         if sampling.temperatures is None:
-            return full_execute(batch, sampling)
+            return full_run(step, sampling)
         calls.append(len(sampling.temperatures))
-        logits = runner.forward(runner.prepare(batch, sampling))
+        logits = runner.forward(step)
         tokens = Sampler(runner.generator)(logits, [SamplingParams(temperature=t) for t in sampling.temperatures])
         return SamplerOutput(tokens)
 
-    runner.execute = execute
+    runner.run = run  # both cores run each prepared step through it
     fused = fused_llm.generate(prompts, PARAMS, use_tqdm=False)
     assert calls, "the engine never offered a plain step (sampling.temperatures) to the executor"
     assert [[c.token_ids for c in o.outputs] for o in fused] == [[c.token_ids for c in o.outputs] for o in plain]

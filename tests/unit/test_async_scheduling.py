@@ -3,11 +3,11 @@ import pytest
 import torch
 
 from nanoserve.attention.torch_ref import TorchAttentionBackend
-from nanoserve.engine.async_core import AsyncEngineCore, needs_host_tokens, without_finished
-from nanoserve.engine.async_core import AsyncScheduler
+from nanoserve.engine.async_core import AsyncEngineCore, TableEmbedding, needs_host_tokens, without_finished
+from nanoserve.engine.async_core import AsyncScheduler, TokenTable, table_input_ids
 from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.engine.model_runner import ModelRunner, TokenTable, prepare_step_inputs, table_input_ids
+from nanoserve.engine.model_runner import ModelRunner, prepare_step_inputs
 from nanoserve.engine.scheduler import ScheduledBatch, SchedulerConfig
 from nanoserve.engine.sequence import Sequence
 from nanoserve.kv.blocks import BlockManager
@@ -33,7 +33,7 @@ def test_advance_then_commit_equals_update():
             if split:
                 before = {s.seq_id: list(s.token_ids) for s in batch.seqs}
                 pending = sched.advance(batch)
-                assert all(s.num_pending_tokens == 1 and s.token_ids == before[s.seq_id] for s in pending)
+                assert all(sched.pending[s.seq_id] == 1 and s.token_ids == before[s.seq_id] for s in pending)
                 sched.commit(pending, [t for t in tokens if t is not None])
             else:
                 sched.update(batch, tokens)
@@ -47,7 +47,7 @@ def test_a_sequence_whose_pending_token_is_its_last_is_not_scheduled():
     sched.add(seq)
     sched.advance(sched.schedule())  # the prefill samples the one and only output token
     assert sched.schedule().is_empty  # nothing left to compute while that token is on its way
-    assert seq.num_tokens == 4 and seq.token_ids == [1, 2, 3]  # counted, but token_ids stay true
+    assert sched.pending == {0: 1} and seq.token_ids == [1, 2, 3]  # counted, but token_ids stay true
     assert sched.commit([seq], [42]) == [seq] and seq.finish_reason == "length" and seq.output_token_ids == [42]
 
 
@@ -58,41 +58,36 @@ def test_commit_skips_finished_and_refuses_a_missing_pending_token():
         sched.add(s)
     pending = sched.advance(sched.schedule())
     sched.finish(a, "abort")  # aborted while its token was on its way
-    assert sched.commit(pending, [7, 8]) == [] and b.token_ids == [3, 4, 8] and b.num_pending_tokens == 0
+    assert sched.commit(pending, [7, 8]) == [] and b.token_ids == [3, 4, 8] and sched.pending == {}
     with pytest.raises(RuntimeError, match="pending"):
         sched.commit([b], [9])
     with pytest.raises(ValueError, match="tokens"):
         sched.commit([b], [])
 
 
-def test_the_newest_token_is_read_from_the_token_table():
-    """A decode of a pending token reads its input id on the device; the staged id is only a filler."""
+def test_a_pending_token_is_staged_as_a_reference_to_its_table_row():
+    """A decode of a pending token reads its input id on the device; the host stages -1 - row."""
     sched = scheduler()
     seqs = [Sequence(0, [1, 2, 3], max_tokens=4), Sequence(1, [4, 5], max_tokens=4)]
     for s in seqs:
         sched.add(s)
     table = TokenTable(4, "cpu")
-    first = prepare_step_inputs(sched.schedule(), None, 4, table)  # both prefills sample
-    assert first.token_rows.tolist() == [-1] * 5 and first.sample_slots.tolist() == [0, 1]
-    table.tokens.index_copy_(0, first.sample_slots, torch.tensor([70, 71]))  # what the sampler does
-    sched.advance(ScheduledBatch(seqs, [3, 2], [True, True]))
-    step = prepare_step_inputs(sched.schedule(), None, 4, table)
-    assert step.input_ids.tolist() == [0, 0] and step.token_rows.tolist() == [0, 1]
-    assert table_input_ids(step.input_ids, step.token_rows, table.tokens).tolist() == [70, 71]
+    first = sched.schedule()
+    step = prepare_step_inputs(first, None, 4, table.new_token_ids)  # both prefills sample
+    assert step.input_ids.tolist() == [1, 2, 3, 4, 5]
+    table.store(first.sampling_seqs, torch.tensor([70, 71]))  # what the core does after launching
+    sched.advance(first)
+    step = prepare_step_inputs(sched.schedule(), None, 4, table.new_token_ids)
+    assert step.input_ids.tolist() == [-1, -2]
+    assert table_input_ids(step.input_ids, table.tokens).tolist() == [70, 71]
+    assert table_input_ids(torch.tensor([5, -2, 0]), table.tokens).tolist() == [5, 71, 0]
 
 
-def test_token_table_slots_are_reclaimed_from_stopped_sequences():
-    table, sched = TokenTable(2, "cpu"), scheduler()
-    seqs = [Sequence(i, [1, 2], max_tokens=3) for i in range(3)]
-    for s in seqs[:2]:
-        sched.add(s)
-    sched.schedule()
-    assert [table.assign(s) for s in seqs[:2]] == [0, 1]
-    sched.finish(seqs[0], "abort")
-    assert table.assign(seqs[2]) == 0 and table.slot_of(seqs[0]) == -1  # the finished one gave its slot back
-    seqs[2].status = seqs[1].status  # both running: no slot left to reclaim
-    with pytest.raises(RuntimeError, match="slots"):
-        table.assign(Sequence(9, [1], max_tokens=1))
+def test_the_table_embedding_embeds_the_resolved_ids():
+    table, embed = TokenTable(2, "cpu"), torch.nn.Embedding(10, 3)
+    table.tokens[:] = torch.tensor([7, 9])
+    wrapped = TableEmbedding(embed, table)
+    torch.testing.assert_close(wrapped(torch.tensor([4, -2, -1])), embed(torch.tensor([4, 9, 7])))
 
 
 @pytest.fixture(scope="module")
@@ -174,8 +169,8 @@ def test_a_batch_loses_sequences_that_stopped_before_it_launched():
         sched.add(s)
     sched.advance(sched.schedule())  # both prefilled, their tokens pending
     batch = sched.schedule()
-    assert needs_host_tokens(batch)  # a's penalty counts its last token, which is still on its way
+    assert needs_host_tokens(batch, sched.pending)  # a's penalty counts its last token, which is still on its way
     sched.finish(b, "stop")  # found when the tokens came back
     kept = without_finished(batch)
     assert kept.seqs == [a] and kept.num_new_tokens == [1] and kept.samples == [True]
-    assert not needs_host_tokens(ScheduledBatch([b], [1], [True]))
+    assert not needs_host_tokens(ScheduledBatch([b], [1], [True]), sched.pending)

@@ -10,7 +10,7 @@ from nanoserve.attention.mixed_step import MixedStep, plan_mixed_layout
 from nanoserve.attention.paged_decode import PagedDecode, pick_bucket
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.engine.graph_runner import GraphRunner, StaticInputs, graph_buckets, graph_sample
-from nanoserve.engine.model_runner import TokenTable, build_step_inputs
+from nanoserve.engine.model_runner import build_step_inputs
 
 
 def decode_step(ids, positions, tables, block_size=4):
@@ -59,10 +59,10 @@ def test_static_inputs_pad_every_field_on_each_fill():
     assert x["a"].tolist() == [-1] * 3  # the next step starts from padding again
 
 
-def stub_graph_runner(variants, table_capacity=8):
+def stub_graph_runner(variants):
     """A GraphRunner over a stand-in runner: staging only, nothing captured."""
     runner = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, model=None,
-                             model_config=SimpleNamespace(hidden_size=4), table=TokenTable(table_capacity, "cpu"))
+                             model_config=SimpleNamespace(hidden_size=4))
     g = GraphRunner(runner, variants)
     g._allocate()
     g.graphs = {(v.name, b): None for v in variants for b in v.buckets}  # as if captured
@@ -73,7 +73,6 @@ def test_decode_staging_pads_lanes_and_common_rows():
     decode = PagedDecode(TorchAttentionBackend(), [1, 2, 4, 8], max_model_len=12, block_size=4)
     g = stub_graph_runner([decode])
     step = decode_step([5, 6, 7], [9, 3, 4], [[2, 3, 4], [1], [4, 8]])
-    step.token_rows, step.sample_slots = torch.tensor([2, -1, 0]), torch.tensor([2, 5, 0])
     v, plan = g.plan(step)
     assert v is decode and plan.bucket == 4
     g._stage_common(step, plan.order, [0.0, 0.5, 0.0])
@@ -81,9 +80,8 @@ def test_decode_staging_pads_lanes_and_common_rows():
     decode.stage(own.host(), step, plan)
     own.send()
     c = g.common
-    assert c["input_ids"].tolist()[:5] == [5, 6, 7, 0, 0] and c["token_rows"].tolist()[:4] == [2, -1, 0, -1]
+    assert c["input_ids"].tolist()[:5] == [5, 6, 7, 0, 0]
     assert c["slot_mapping"].tolist()[:4] == [17, 7, 32, -1] and c["logits_indices"].tolist()[:4] == [0, 1, 2, 0]
-    assert c["sample_slots"].tolist()[:4] == [2, 5, 0, 8]  # padding rows sample into the scratch slot
     assert c["greedy"].tolist()[:4] == [1, 0, 1, 1]
     torch.testing.assert_close(c["temperature"][:4], torch.tensor([1.0, 0.5, 1.0, 1.0]))
     assert own["context_lens"].tolist() == [10, 4, 5, 1, 1, 1, 1, 1]
@@ -133,7 +131,6 @@ def test_mixed_staging_pads_lanes_pieces_and_rows():
     g = stub_graph_runner([mixed])
     step = build_step_inputs([[21, 22, 23], [0]], starts=[4, 5], block_tables=[[7, 8], [3, 4]],
                              samples=[True, True], block_size=4)
-    step.token_rows = torch.tensor([-1, -1, -1, 6])  # the decode's input id comes from slot 6
     v, plan = g.plan(step)
     assert v is mixed and plan.bucket == 8
     g._stage_common(step, plan.order, None)
@@ -142,7 +139,6 @@ def test_mixed_staging_pads_lanes_pieces_and_rows():
     own.send()
     c, x = g.common, own
     assert c["input_ids"].tolist()[:5] == [0, 21, 22, 23, 0]  # the decode moved to row 0
-    assert c["token_rows"].tolist()[:5] == [6, -1, -1, -1, -1]
     assert c["slot_mapping"].tolist()[:5] == [17, 32, 33, 34, -1]
     assert c["logits_indices"].tolist() == [3, 0, 0]
     assert x["is_lane"].tolist() == [1, 0, 0] and x["lane_context_lens"].tolist() == [6, 1, 1]

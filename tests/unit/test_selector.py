@@ -26,8 +26,8 @@ def test_executor_table(monkeypatch, change, executor):
     """The runner alone, a GraphRunner over it, or the TP executor (stand-ins: nothing is loaded)."""
     config = SimpleNamespace(**{**dict(tensor_parallel_size=1, device=CPU, enforce_eager=False,
                                        speculative_config=None), **change})
-    monkeypatch.setattr(selector, "build_runner", lambda c, m, token_table=True: SimpleNamespace(
-        device=c.device, backend=None, model=None, token_table=token_table))
+    monkeypatch.setattr(selector, "build_runner", lambda c, m: SimpleNamespace(device=c.device, backend=None,
+                                                                                 model=None))
     monkeypatch.setattr(selector, "graph_variants", lambda c, b: [])
     monkeypatch.setattr(tp, "TensorParallelExecutor", lambda c, m: "tp")
     got = selector.build_executor(config, None)
@@ -40,16 +40,13 @@ def test_core_table(overlap, core):
     assert selector.core_class(SimpleNamespace(async_scheduling=overlap, speculative_config=None)) is core
 
 
-def test_speculation_gets_its_core_no_token_table_and_refuses_tensor_parallelism(monkeypatch):
+def test_speculation_gets_its_core_and_refuses_tensor_parallelism():
     from nanoserve.engine.spec_decode import SpecDecodeCore, SpeculativeConfig
 
     spec = SpeculativeConfig(num_speculative_tokens=3)
     config = SimpleNamespace(tensor_parallel_size=1, device=CPU, enforce_eager=False, async_scheduling=False,
                              speculative_config=spec)
     assert selector.core_class(config) is SpecDecodeCore
-    monkeypatch.setattr(selector, "build_runner", lambda c, m, token_table=True: SimpleNamespace(
-        device=c.device, token_table=token_table))
-    assert selector.build_executor(config, None).token_table is False  # drafts come from the host
     with pytest.raises(ValueError, match="speculative_config needs tensor_parallel_size=1"):
         selector.core_class(SimpleNamespace(**{**vars(config), "tensor_parallel_size": 2}))
 
