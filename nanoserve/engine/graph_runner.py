@@ -89,9 +89,9 @@ class GraphRunner:
     """The Executor of a ModelRunner whose steps replay CUDA graphs: one per (attention variant, token bucket),
     then small head graphs (LM head + sampling) per row count. Off CUDA the same functions run uncaptured."""
 
-    def __init__(self, runner, variants: list, sample: bool = True):
+    def __init__(self, runner, variants: list):
         self.runner, self.model, self.variants = runner, runner.model, list(variants)
-        self.sample_in_graph = sample  # False on tensor-parallel ranks: the LM head gathers to rank 0 only
+        self.sample_in_graph = True  # capture head graphs (LM head + sampling); set False before capture: forward only
         self.graphs, self.head_graphs, self.batches = {}, {}, {}
         self.replays = {v.name: 0 for v in self.variants}  # steps each variant replayed
         self.common = self.own = self.hidden = self.tokens = None

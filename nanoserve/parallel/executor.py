@@ -21,7 +21,8 @@ def _build_runner(ctx, config, model_config):
     if device.type == "cuda" and not config.enforce_eager:
         from nanoserve.engine.graph_runner import GraphRunner  # chapter 09
 
-        runner = GraphRunner(runner, graph_variants(config, runner.backend), sample=False)
+        runner = GraphRunner(runner, graph_variants(config, runner.backend))
+        runner.sample_in_graph = False  # the LM head gathers to rank 0 only: graphs hold the forward, rank 0 samples
     ctx.state["runner"] = runner
     return runner
 
