@@ -156,9 +156,8 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
         return {"id": name, "object": "model", "created": int(time.time()), "owned_by": "nanoserve",
                 "root": model_path or names[0], "max_model_len": engine.engine.config.max_model_len}
 
-    @app.get("/v1/models")
-    async def models(raw: Request):
-        authorize(raw)
+    @app.get("/v1/models", dependencies=[Depends(authorize)])
+    async def models():
         return {"object": "list", "data": [model_card(name) for name in names]}
 
 

@@ -141,9 +141,8 @@ def add_vllm_routes(app, engine, limits, renderer, authorize, names: list, model
             raise
         return answer if isinstance(answer, Response) else response_object(body, answer)
 
-    @app.get("/v1/models/{model_id:path}")
-    async def one_model(model_id: str, raw: Request):
-        authorize(raw)
+    @app.get("/v1/models/{model_id:path}", dependencies=[Depends(authorize)])
+    async def one_model(model_id: str):
         if model_id not in names:
             raise RequestError(f"The model `{model_id}` does not exist.", "model", status=404)
         return model_card(model_id)
@@ -154,11 +153,10 @@ def add_vllm_routes(app, engine, limits, renderer, authorize, names: list, model
 
         return {"version": __version__}
 
-    @app.post("/tokenize")
+    @app.post("/tokenize", dependencies=[Depends(authorize)])
     @json_errors
-    async def tokenize(body: TokenizeRequest, raw: Request):
+    async def tokenize(body: TokenizeRequest):
         """vLLM's /tokenize: a `prompt`, or chat `messages` rendered by the template, to token ids."""
-        authorize(raw)
         if engine.tokenizer is None:
             raise RequestError("/tokenize needs a model with a tokenizer")
         if body.messages is not None:
@@ -177,11 +175,10 @@ def add_vllm_routes(app, engine, limits, renderer, authorize, names: list, model
         ids = (await engine.tokenizing.prompt(text))["prompt_token_ids"] if text else []
         return {"count": len(ids), "max_model_len": engine.engine.config.max_model_len, "tokens": ids}
 
-    @app.post("/detokenize")
+    @app.post("/detokenize", dependencies=[Depends(authorize)])
     @json_errors
-    async def detokenize(body: DetokenizeRequest, raw: Request):
+    async def detokenize(body: DetokenizeRequest):
         """vLLM's /detokenize: token ids back to text."""
-        authorize(raw)
         vocab = engine.engine.vocab_size
         if not all(0 <= t < vocab for t in body.tokens):
             raise RequestError(f"tokens must be a list of token ids in [0, {vocab})", "tokens")
