@@ -29,6 +29,6 @@ export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 OUT=${OUT:-/tmp/spec_out}; mkdir -p "$OUT"
 [[ -n "${SKIP_TEST:-}" ]] || timeout 150 python3 -m pytest -q -x tests/gpu/test_spec_decode_gpu.py -p no:cacheprovider >"$OUT/gpu_tests.log" 2>&1
 echo "spec-decode GPU test exit $?"; tail -5 "$OUT/gpu_tests.log"
-timeout 420 python3 scripts/gpu/spec_decode_bench.py --gguf "$GGUF" --out "$OUT" 2>&1 | grep -v "Warning\|warn(" \
+timeout 500 python3 scripts/gpu/spec_decode_bench.py --gguf "$GGUF" --out "$OUT" 2>&1 | grep -v "Warning\|warn(" \
   | tail -60
 ls "$OUT"

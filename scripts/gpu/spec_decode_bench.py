@@ -18,7 +18,8 @@ import sys
 import time
 from pathlib import Path
 
-SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+SPEC = {"method": "ngram", "num_speculative_tokens": 8, "prompt_lookup_max": 4, "prompt_lookup_min": 2}
+SPEC_K4 = dict(SPEC, num_speculative_tokens=4)  # nanoserve only, in the same run: what a longer proposal buys
 QUESTIONS = ["Write a short story about a robot who learns to paint.", "Explain how a bicycle works.",
              "Describe a walk through a busy city market.", "Why is the sky blue? Explain it to a child.",
              "Give advice to someone starting to learn the piano.", "What makes a good friend?",
@@ -70,7 +71,7 @@ def measure(generate, sets: dict, max_tokens: int, runs: int, counters) -> list:
             after = counters()
             drafted = after[0] - before[0]
             rows.append({"set": name, "batch": batch, "tpot_ms": statistics.median(tpots),
-                         "tpot_ms_min": min(tpots), "tpot_ms_max": max(tpots), "samples": len(tpots),
+                         "tpot_ms_min": min(tpots), "tpot_ms_max": max(tpots), "samples": len(tpots), "tpots_ms": tpots,
                          "acceptance_rate": (after[1] - before[1]) / drafted if drafted else 0.0})
             print(f"  {name:<11} batch {batch}: TPOT {rows[-1]['tpot_ms']:.3f} ms "
                   f"({min(tpots):.3f}-{max(tpots):.3f}), acceptance {rows[-1]['acceptance_rate']:.0%}", flush=True)
@@ -82,10 +83,10 @@ def run_nanoserve(gguf: str, sets: dict, args) -> dict:
     from nanoserve import LLM, SamplingParams
 
     result = {}
-    for mode in ("off", "on"):
+    for mode in ("off", "on", "on-k4"):
         start = time.perf_counter()
         llm = LLM(gguf, dtype="bfloat16", max_model_len=2048, gpu_memory_utilization=0.3, seed=0,
-                  speculative_config=SPEC if mode == "on" else None)
+                  speculative_config={"off": None, "on": SPEC, "on-k4": SPEC_K4}[mode])
         ready = time.perf_counter() - start
 
         def generate(prompts, n):
@@ -158,7 +159,7 @@ def provenance(args) -> dict:
     return {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "vllm": vllm or "unavailable",
             "python": platform.python_version(), "nanoserve_commit": commit or "unknown",
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),
-            "config": {"speculative_config": SPEC, "max_tokens": args.max_tokens, "runs": args.runs,
+            "config": {"speculative_config": SPEC, "nanoserve_also": SPEC_K4, "max_tokens": args.max_tokens, "runs": args.runs,
                        "dtype": "bfloat16", "model": "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized)"}}
 
 
@@ -215,7 +216,13 @@ def summary_rows(result: dict) -> list:
             continue
         for off, on in zip(runs["off"]["rows"], runs["on"]["rows"]):
             rows.append({"engine": engine, "set": off["set"], "batch": off["batch"], "tpot_ms_off": off["tpot_ms"],
-                         "tpot_ms_on": on["tpot_ms"], "acceptance_rate": on["acceptance_rate"]})
+                         "tpot_ms_on": on["tpot_ms"], "acceptance_rate": on["acceptance_rate"],
+                         "tpot_ms_on_min": on["tpot_ms_min"], "tpot_ms_on_max": on["tpot_ms_max"]})
+        for off, on in zip(runs["off"]["rows"], runs.get("on-k4", {}).get("rows", [])):
+            rows.append({"engine": f"{engine} k=4", "set": off["set"], "batch": off["batch"],
+                         "tpot_ms_off": off["tpot_ms"], "tpot_ms_on": on["tpot_ms"],
+                         "acceptance_rate": on["acceptance_rate"], "tpot_ms_on_min": on["tpot_ms_min"],
+                         "tpot_ms_on_max": on["tpot_ms_max"]})
     return rows
 
 

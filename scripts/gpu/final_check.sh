@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# The last call of a session on one H200: the whole GPU test suite (the real model included), then chapter 18's
+# step profile (scripts/gpu/spec_step_profile.py). The SmolLM2 GGUF goes first, in parts, one call each, right after
+# one another (/root/stash lasts while the machine stays warm):
+#   bash scripts/gpu/real_model_call.sh stash 1|2      (carry .gpu/smol1, then .gpu/smol2)
+#   bash scripts/gpu/final_check.sh                    (carry .gpu/smol3, the flash-attn wheel and .gpu/wheels)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+S=/root/stash/smol; mkdir -p "$S"
+cp .gpu/smol3/* "$S/"
+export NANOSERVE_CACHE=/tmp/nanoserve-cache; mkdir -p "$NANOSERVE_CACHE"
+cat "$S"/smolpart_00 "$S"/smolpart_01 "$S"/smolpart_02 > "$NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
+echo "$(cat "$S/SHA256")  $NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c - || exit 1
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
+export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+OUT=${OUT:-/tmp/final_out}; mkdir -p "$OUT"
+timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
+echo "gpu tests: $(tail -1 "$OUT/gpu_tests.log")"
+grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -20
+timeout 200 python3 scripts/gpu/spec_step_profile.py --out "$OUT" 2>&1 | grep -v "Writing model\|warn" | tail -14
