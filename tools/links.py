@@ -53,7 +53,7 @@ def nav_line(order: list, path: Path) -> str:
     return " · ".join(parts) + " " + NAV_MARK
 
 
-def _key(kind: str, number: str) -> str:
+def _key(number: str) -> str:
     """The file prefix a mention names: `A5`, or a chapter number written with two digits."""
     return number if number.startswith("A") else f"{int(number):02d}"
 
@@ -61,13 +61,13 @@ def _key(kind: str, number: str) -> str:
 def link_mentions(text: str, names: dict, own: str) -> str:
     """Markdown `text` with every plain chapter or appendix mention linked and every such link's target current."""
     def retarget(m):
-        name = names.get(_key(m.group(1), m.group(3)))
+        name = names.get(_key(m.group(3)))
         return f"[{m.group(1)}{m.group(2)}{m.group(3)}]({name})" if name else m.group(0)
 
     def link(m):
         if (m.group(1).lower() == "appendix") != m.group(3).startswith("A"):
             return m.group(0)
-        key = _key(m.group(1), m.group(3))
+        key = _key(m.group(3))
         if key == own or key not in names:
             return m.group(0)
         return f"[{m.group(0)}]({names[key]})"
@@ -86,6 +86,7 @@ def _without_nav(text: str) -> str:
 
 
 def _without_hint(text: str) -> str:
+    """A Markdown cell's text with the widget hint taken out."""
     return text.replace("\n\n" + HINT, "").replace(HINT, "").rstrip("\n") if HINT in text else text
 
 
@@ -107,8 +108,8 @@ def refresh(nb, path: Path, order: list) -> None:
     for c in cells:
         if c.cell_type == "markdown":
             c.source = link_mentions(_without_hint(_without_nav(c.source)), names, own)
-    title = cells[0]
-    if title.cell_type == "markdown" and title.source.startswith("# "):
+    title = cells[0] if cells else None
+    if title is not None and title.cell_type == "markdown" and title.source.startswith("# "):
         head, _, rest = title.source.partition("\n")
         title.source = head + "\n\n" + nav + ("\n\n" + rest.lstrip("\n") if rest.strip() else "")
     widget = next((i for i, c in enumerate(cells) if c.cell_type == "code" and WIDGET_CELL.search(c.source)), None)
