@@ -42,6 +42,10 @@ def read_sse_with_space(lines):
 SOLUTIONS = {"16.1": meets_slos, "16.7": read_sse}
 WRONG = {"16.1": meets_slos_all_tokens, "16.7": read_sse_with_space}
 EXPLANATIONS = {
+    "16.7": ("The prediction: 13 payloads for the 12-token answer. The server sends one chunk per engine step, "
+             "so one per token here, and before the first of them a chunk that carries only the assistant's role "
+             "(its content is the empty string): that one has no text. The last token's chunk also carries "
+             "finish_reason 'length'. print(len(events)) under the reading cell shows the count."),
     "16.2": ("Scrape /metrics in a background task every 50 ms while the 50 requests stream, and parse the "
              "num_requests_waiting gauge. It starts at 42 (50 minus the 8 running), drops by one each time a "
              "running request finishes and a waiting one is admitted, and reaches 0 after about 42 finishes. "
