@@ -81,7 +81,8 @@ def _same_logits(variant_class) -> bool:
     """The tiny model's logits through a GraphRunner (uncaptured on a CPU) with `variant_class` equal the plain ones."""
     import torch
 
-    from nanoserve.engine.graph_runner import GraphRunner, graph_buckets
+    from nanoserve.attention.mixed_step import token_buckets
+    from nanoserve.engine.graph_runner import GraphRunner
     from nanoserve.engine.model_runner import build_step_inputs
     from nanoserve.llm import LLM
 
@@ -89,7 +90,7 @@ def _same_logits(variant_class) -> bool:
 
     runner = LLM(_tiny_checkpoint(), skip_tokenizer_init=True, device="cpu", dtype="float32", block_size=16,
                  max_model_len=512, max_num_seqs=8).engine.executor
-    variant = variant_class(runner.backend, [b for b in graph_buckets(512, fine=False) if b >= 16], 8, 512, 16)
+    variant = variant_class(runner.backend, token_buckets(512), 8, 512, 16)
     graphs = GraphRunner(runner, [variant])
     graphs.init_kv_cache(runner.num_kv_blocks)
     ids = lambda n: [(11 * i) % 256 for i in range(n)]

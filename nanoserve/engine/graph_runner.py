@@ -13,15 +13,15 @@ from nanoserve.sampler import SamplerOutput
 _NP_TO_TORCH = {np.int64: torch.int64, np.int32: torch.int32, np.float32: torch.float32}
 
 
-def graph_buckets(limit: int, fine: bool = True) -> list:
-    """Sizes to capture, ending exactly at `limit`: 1, 2, 4, 8, then multiples of 16 (fine) or doublings up to 512,
-    then x1.5 and x4/3 in turn."""
+def graph_buckets(limit: int) -> list:
+    """Sizes to capture, ending exactly at `limit`: 1, 2, 4, 8, then multiples of 16 up to 512, then x1.5 and x4/3
+    in turn."""
     if not is_int(limit) or limit < 1:
         raise ValueError(f"limit must be a positive int, got {limit!r}")
     grid, size = [], 1
     while size < limit:
         grid.append(size)
-        if size < 16 or (not fine and size < 512):
+        if size < 16:
             size *= 2
         elif size < 512:
             size += 16

@@ -23,12 +23,12 @@ def build_runner(config, model_config, device=None, layers=None) -> ModelRunner:
 def graph_variants(config, backend) -> list:
     """The attention variants a GraphRunner captures, in the order it tries them on a step."""
     from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 13
-    from nanoserve.attention.mixed_step import MixedStep  # chapter 12
+    from nanoserve.attention.mixed_step import MixedStep, token_buckets  # chapter 12
     from nanoserve.attention.paged_decode import PagedDecode  # chapter 09
     from nanoserve.engine.graph_runner import graph_buckets  # chapter 09
 
     decode = graph_buckets(config.max_num_seqs)
-    mixed = [b for b in graph_buckets(config.max_num_batched_tokens, fine=False) if b >= 16]
+    mixed = token_buckets(config.max_num_batched_tokens)
     shape = (config.max_model_len, config.block_size)
     variants = [PagedDecode(backend, decode, *shape), MixedStep(backend, mixed, config.max_num_seqs, *shape)]
     if (config.enable_prefix_caching and not config.disable_cascade_attn and backend.name in CASCADE_KERNELS

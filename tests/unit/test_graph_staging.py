@@ -6,7 +6,7 @@ import pytest
 import torch
 from hypothesis import given, strategies as st
 
-from nanoserve.attention.mixed_step import MixedStep, plan_mixed_layout
+from nanoserve.attention.mixed_step import MixedStep, plan_mixed_layout, token_buckets
 from nanoserve.attention.paged_decode import PagedDecode, pick_bucket
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.engine.graph_runner import GraphRunner, StaticInputs, graph_buckets, graph_sample
@@ -23,18 +23,20 @@ def test_bucket_grid():
     assert graph_buckets(20) == [1, 2, 4, 8, 16, 20]
     assert graph_buckets(64) == [1, 2, 4, 8, 16, 32, 48, 64]
     assert graph_buckets(256)[-3:] == [224, 240, 256]
-    assert [b for b in graph_buckets(8192, fine=False) if b >= 16] == [
-        16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192]
-    assert graph_buckets(1000, fine=False)[-3:] == [512, 768, 1000]
+    assert token_buckets(8192) == [16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192]
+    assert token_buckets(1000)[-3:] == [512, 768, 1000] and token_buckets(16) == [16] and token_buckets(15) == []
     for bad in (0, -3, 2.5, True, "512"):
         with pytest.raises(ValueError, match="limit"):
             graph_buckets(bad)
+        with pytest.raises(ValueError, match="limit"):
+            token_buckets(bad)
 
 
-@given(st.integers(1, 3000), st.booleans())
-def test_grid_properties(limit, fine):
-    b = graph_buckets(limit, fine)
+@given(st.integers(1, 3000))
+def test_grid_properties(limit):
+    b, t = graph_buckets(limit), token_buckets(limit)
     assert b == sorted(set(b)) and b[0] == 1 and b[-1] == limit
+    assert t == sorted(set(t)) and (t == [] if limit < 16 else t[0] == 16 and t[-1] == limit)
 
 
 @given(st.integers(1, 300), st.integers(1, 400))
