@@ -121,11 +121,11 @@ class GraphRunner:
         return self.run(self.runner.prepare(batch, sampling), sampling)
 
     def prepare(self, batch, sampling=None):
-        """The runner's step inputs (a tensor-parallel rank 0 prepares here and ships them)."""
+        """The runner's step inputs, for a caller that prepares a step apart from `run`."""
         return self.runner.prepare(batch, sampling)
 
     def sample(self, logits, sampling):
-        """The runner's eager sampler (tensor-parallel rank 0, on the gathered logits)."""
+        """The runner's eager sampler, for logits a caller computed with `forward`."""
         return self.runner.sample(logits, sampling)
 
     @torch.inference_mode()
@@ -144,7 +144,7 @@ class GraphRunner:
 
     @torch.inference_mode()
     def forward(self, step):
-        """Logits of the rows `step` asks for (a tensor-parallel rank: None except on rank 0)."""
+        """Logits of the rows `step` asks for, from a graph when one holds the step."""
         rows = self._replay(step, None)
         if rows is None:
             return self.runner.forward(step)
