@@ -20,6 +20,7 @@ echo "== notebooks vs package [$(took)]"
 
 echo "== static chapter checks [$(took)]"
 "$VPY" tools/nb.py static || failed+=("nb.py static")
+"$VPY" tools/links.py check || failed+=("links.py check")  # previous/next and chapter links, widget hint
 
 echo "== every chapter top to bottom, as JupyterLab's Run All runs it (no cell skipped) [$(took)]"
 # --reuse: skipped when scripts/run_course.sh already passed with these exact files in this .venv
