@@ -221,8 +221,8 @@ KNOWN_LATER_NAMES = {
                                                      "check_request"},
     ("16_serving", "nanoserve.entrypoints.metrics"): {"ServerMetrics"},
     ("16_serving", "nanoserve.entrypoints.protocol"): {
-        "GenerateRequest", "RequestError", "chat_logprobs", "completion_logprobs", "error_body", "finish_reason",
-        "generation_defaults_of", "group_usage", "parse_chat_request", "parse_completion_request"},
+        "GenerateRequest", "RequestError", "error_body", "generation_defaults_of", "group_usage",
+        "parse_chat_request", "parse_completion_request"},
     ("16_serving", "nanoserve.entrypoints.render"): {"TemplateError", "TemplateRenderer", "Tokenizing"},
     ("16_serving", "nanoserve.entrypoints.vllm_routes"): {"EchoRequestId", "add_error_handlers", "add_vllm_routes",
                                                           "api_key_check", "check_parsers", "json_errors",
