@@ -78,9 +78,15 @@ class StepClock:
         self.n, self.loop, self.window, self.full = n, loop, window, 0
         engine.step = self
 
+    prof = None  # a cProfile.Profile to run around each step (on the worker thread)
+
     def __call__(self):
         running, w0, c0 = self.scheduler.num_running, time.perf_counter(), time.thread_time()
+        if self.prof:
+            self.prof.enable()
         outs = self._step()
+        if self.prof:
+            self.prof.disable()
         self.steps.append((w0, time.perf_counter(), time.thread_time() - c0, running))
         if self.window and len(outs) == self.n:
             self.full += 1
@@ -185,8 +191,26 @@ def breakdown(prof: cProfile.Profile, tokens: int) -> dict:
                                            for t, k in top[:25]]}
 
 
+def step_profile(prof: cProfile.Profile, steps: int) -> list:
+    """The engine step's top functions by own time, in µs per step (profiler included)."""
+    stats = pstats.Stats(prof).stats.items()
+    top = sorted(((tt, f"{Path(file).name}:{line}({name})") for (file, line, name), (_, _, tt, _, _) in stats),
+                 reverse=True)
+    return [[key, round(1e6 * tt / steps, 1)] for tt, key in top[:15]]
+
+
+def on_thread(fn):
+    """fn() on a fresh thread, as the server's worker steps the engine (here torch's CPU ops run ~2.5x slower on a
+    thread other than the one that first ran them, each with its own OpenMP pool: compare like with like)."""
+    box = []
+    thread = threading.Thread(target=lambda: box.append(fn()))
+    thread.start()
+    thread.join()
+    return box[0]
+
+
 def offline(model_dir: Path, args) -> dict:
-    """The same load through LLM.generate: wall time per decode step at batch n."""
+    """The same load through LLM.generate (stepped on a thread): wall time per decode step at batch n."""
     from nanoserve import LLM, SamplingParams
 
     llm = LLM(str(model_dir), device="cpu", enforce_eager=True, max_model_len=1024, max_num_seqs=args.concurrency)
@@ -194,15 +218,53 @@ def offline(model_dir: Path, args) -> dict:
     prompts = [{"prompt_token_ids": [rng.randrange(1000, VOCAB) for _ in range(args.prompt_len)]}
                for _ in range(args.concurrency)]
     params = SamplingParams(max_tokens=args.max_tokens, ignore_eos=True, temperature=0.0)
-    llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False)
+    on_thread(lambda: llm.generate(prompts, SamplingParams(max_tokens=4, ignore_eos=True), use_tqdm=False))
     clock = StepClock(llm.llm_engine)
     t0 = time.perf_counter()
-    llm.generate(prompts, params, use_tqdm=False)
+    on_thread(lambda: llm.generate(prompts, params, use_tqdm=False))
     wall = time.perf_counter() - t0
     decode = clock.steps[-(args.max_tokens - 2):]  # all finish together: the last steps are decode steps
-    return {"wall_s": wall, "engine_step_ms_p50": 1e3 * statistics.median(s[1] - s[0] for s in decode),
+    clock.prof, n = cProfile.Profile(), len(clock.steps)
+    on_thread(lambda: llm.generate(prompts, params, use_tqdm=False))
+    return {"step_profile_us": step_profile(clock.prof, len(clock.steps) - n), "wall_s": wall,
+            "engine_step_ms_p50": 1e3 * statistics.median(s[1] - s[0] for s in decode),
+            "engine_step_cpu_ms_p50": 1e3 * statistics.median(s[2] for s in decode),
             "step_period_ms_p50": 1e3 * statistics.median(b[0] - a[0] for a, b in zip(decode, decode[1:])),
             "tpot_ms": 1e3 * wall / args.max_tokens}
+
+
+def engine_only(model_dir: Path, args) -> dict:
+    """The same load through AsyncEngine without HTTP: its worker's steps (streamed text) and the loop's reading."""
+    from nanoserve.engine.engine import LLMEngine
+    from nanoserve.entrypoints.async_engine import AsyncEngine
+    from nanoserve.sampling import SamplingParams
+
+    llm_engine = LLMEngine.from_args(str(model_dir), device="cpu", enforce_eager=True, max_model_len=1024,
+                                     max_num_seqs=args.concurrency)
+    engine = AsyncEngine(llm_engine)
+    rng = random.Random(0)
+    prompts = [{"prompt_token_ids": [rng.randrange(1000, VOCAB) for _ in range(args.prompt_len)]}
+               for _ in range(args.concurrency)]
+
+    async def run(max_tokens: int) -> None:
+        params = SamplingParams(max_tokens=max_tokens, ignore_eos=True, temperature=0.0)
+
+        async def one(i: int) -> None:
+            async for _ in await engine.generate([prompts[i]], params, f"r{max_tokens}-{i}"):
+                pass
+        await asyncio.gather(*(one(i) for i in range(args.concurrency)))
+
+    asyncio.run(run(4))
+    clock = StepClock(llm_engine)
+    asyncio.run(run(args.max_tokens))
+    decode = clock.steps[-(args.max_tokens - 2):]
+    clock.prof, n = cProfile.Profile(), len(clock.steps)
+    asyncio.run(run(args.max_tokens))
+    engine.shutdown()
+    return {"step_profile_us": step_profile(clock.prof, len(clock.steps) - n),
+            "engine_step_ms_p50": 1e3 * statistics.median(s[1] - s[0] for s in decode),
+            "engine_step_cpu_ms_p50": 1e3 * statistics.median(s[2] for s in decode),
+            "step_period_ms_p50": 1e3 * statistics.median(b[0] - a[0] for a, b in zip(decode, decode[1:]))}
 
 
 def provenance(args) -> dict:
@@ -215,15 +277,22 @@ def provenance(args) -> dict:
     import nanoserve
 
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-    dirty = bool(subprocess.run(["git", "status", "--porcelain", "nanoserve/entrypoints"], capture_output=True,
-                                text=True).stdout.strip())
+    import hashlib
+
+    import nanoserve.entrypoints as ep
+
+    here = Path(ep.__file__).parent  # the code that ran (an older copy may come first on PYTHONPATH)
+    code = hashlib.sha1(b"".join(f.read_bytes() for f in sorted(here.glob("*.py")))).hexdigest()[:12]
     cpu = next((line.split(":", 1)[1].strip() for line in Path("/proc/cpuinfo").read_text().splitlines()
                 if line.startswith("model name")), platform.processor())
     return {"command": "python scripts/serve_overhead.py " + " ".join(sys.argv[1:]), "commit": commit,
-            "entrypoints_dirty": dirty, "cpu": cpu, "cores": os.cpu_count(), "load_avg": os.getloadavg(),
+            "entrypoints_sha1": code, "cpu": cpu, "cores": os.cpu_count(), "load_avg": os.getloadavg(),
             "python": platform.python_version(), "torch": torch.__version__, "nanoserve": nanoserve.__version__,
             "fastapi": fastapi.__version__, "starlette": starlette.__version__, "uvicorn": uvicorn.__version__,
-            "pydantic": pydantic.__version__, "model": f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), fp32, eager",
+            "pydantic": pydantic.__version__,
+            "note": "offline LLM.generate is stepped on a thread, like the server's worker (torch CPU ops on the "
+                    "loading thread run ~2.5x faster here: per-thread OpenMP pools)",
+            "model": f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), fp32, eager",
             "config": {"concurrency": args.concurrency, "prompt_len": args.prompt_len, "max_tokens": args.max_tokens,
                        "runs": args.runs, "api": "/v1/completions stream, ignore_eos, temperature 0"},
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -249,10 +318,11 @@ def main() -> int:
         runs = [summarise(serve_once(model_dir, args, profile=False), args.concurrency) for _ in range(args.runs)]
         profiled = serve_once(model_dir, args, profile=True)
         off = offline(model_dir, args)
+        bare = engine_only(model_dir, args)
     served = {k: statistics.median(r[k] for r in runs) for k in runs[0]}
     result = {"provenance": provenance(args), "served_runs": runs, "served_median": served,
               "profiled_loop": breakdown(profiled["profile"], profiled["window"]["tokens"]),
-              "offline": off}
+              "offline": off, "async_engine_no_http": bare}
     if args.out:
         out = Path(args.out)
         data = json.loads(out.read_text()) if out.exists() else {}
@@ -262,9 +332,14 @@ def main() -> int:
           f"model on CPU ({len(runs)} runs, median)")
     rows = [("engine step (served, decode, wall)", served["engine_step_ms_p50"], "ms"),
             ("engine step period (served)", served["step_period_ms_p50"], "ms"),
-            ("client ITL p50", served["client_itl_ms_p50"], "ms"), ("client TPOT p50", served["client_tpot_ms_p50"], "ms"),
+            ("client ITL p50", served["client_itl_ms_p50"], "ms"),
+            ("client TPOT p50", served["client_tpot_ms_p50"], "ms"),
             ("client ITL / engine step", served["itl_over_step"], "x"),
+            ("engine step CPU (served)", served["engine_step_cpu_ms_p50"], "ms"),
+            ("engine step, AsyncEngine without HTTP", bare["engine_step_ms_p50"], "ms"),
+            ("engine step CPU, AsyncEngine without HTTP", bare["engine_step_cpu_ms_p50"], "ms"),
             ("offline engine step (LLM.generate)", off["engine_step_ms_p50"], "ms"),
+            ("offline engine step CPU", off["engine_step_cpu_ms_p50"], "ms"),
             ("offline TPOT (wall / tokens)", off["tpot_ms"], "ms"),
             ("worker gap between steps (handoff)", served["worker_gap_ms_p50"], "ms"),
             ("loop thread CPU per token (steady decode)", served["loop_cpu_us_per_token"], "µs"),

@@ -37,19 +37,21 @@ class RequestGroup:
     async def _deltas(self):
         """Yield every RequestOutput delta until all requests of the group have finished."""
         while self.unfinished:
-            for item in await self.queue.get():
+            items = await self.queue.get()  # one engine step's outputs: they reached this loop together
+            now = time.perf_counter()
+            for item in items:
                 if isinstance(item, BaseException):  # an engine failure, or RequestAborted at shutdown
                     raise item
-                self._account(item)
+                self._account(item, now)
                 yield item
         if self.ended is not None:
             raise self.ended
 
-    def _account(self, out) -> None:
+    def _account(self, out, now: float) -> None:
         """Timestamps and token counts for /metrics and usage."""
-        rid, now = out.request_id, time.perf_counter()
+        rid = out.request_id
         self.num_prompt_tokens[rid] = len(out.prompt_token_ids)
-        new = sum(len(c.token_ids) for c in out.outputs)
+        new = len(out.outputs[0].token_ids) if len(out.outputs) == 1 else sum(len(c.token_ids) for c in out.outputs)
         if new and rid not in self.first_token_time:
             self.first_token_time[rid] = now
         self.num_output_tokens[rid] += new

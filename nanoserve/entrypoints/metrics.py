@@ -59,6 +59,7 @@ class ServerMetrics:
             metric.clear()
             metric.labels(name)
         self.finished.clear()
+        self._gap_series = (self.inter_token.labels(name), self.tpot.labels(name))  # observed per token: looked up once
 
     def count_abort(self) -> None:
         """A request that ended early: its client went away, or the server is stopping."""
@@ -66,14 +67,15 @@ class ServerMetrics:
 
     def observe(self, group, out, now: float) -> None:
         """One output delta of a RequestGroup: the gap since each sequence's last delta; latencies once it finished."""
+        last_token_time = group.last_token_time
         for c in out.outputs:
             if c.token_ids:
                 key = (out.request_id, c.index)
-                last = group.last_token_time.get(key)
+                last = last_token_time.get(key)
                 if last is not None:
-                    self.inter_token.labels(self.model_name).observe(now - last)
-                    self.tpot.labels(self.model_name).observe(now - last)
-                group.last_token_time[key] = now
+                    for series in self._gap_series:
+                        series.observe(now - last)
+                last_token_time[key] = now
         if out.finished:
             self._finished(group, out, now)
 
