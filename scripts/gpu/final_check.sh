@@ -14,7 +14,7 @@ echo "$(cat "$S/SHA256")  $NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf" | sh
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 OUT=${OUT:-/tmp/final_out}; mkdir -p "$OUT"
-timeout 300 python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
+timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
 echo "gpu tests: $(tail -1 "$OUT/gpu_tests.log")"
 grep -E "^(FAILED|ERROR)" "$OUT/gpu_tests.log" | head -20
-timeout 200 python3 scripts/gpu/spec_step_profile.py --out "$OUT" 2>&1 | grep -v "Writing model\|warn" | tail -14
+timeout 150 python3 scripts/gpu/spec_step_profile.py --out "$OUT" 2>&1 | grep -v "Writing model\|warn" | tail -14

@@ -170,6 +170,8 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=3)
     parser.add_argument("--max-tokens", type=int, default=128)
     parser.add_argument("--vllm-path", default="/tmp/vsite")
+    parser.add_argument("--verify-kernel", choices=["varlen", "kvcache"], default="varlen",
+                        help="kvcache: nanoserve's verify lanes through the kvcache-kernel experiment")
     parser.add_argument("--worker", choices=["vllm"])
     parser.add_argument("--spec", choices=["on", "off"])
     parser.add_argument("--model-dir")
@@ -182,6 +184,9 @@ def main() -> None:
     out.mkdir(parents=True, exist_ok=True)
     from nanoserve import LLM
 
+    if args.verify_kernel == "kvcache":
+        from spec_step_profile import use_kvcache_kernel
+        use_kvcache_kernel()
     gguf = Path(args.gguf)
     sets = prompt_sets(LLM(str(gguf), device="cpu", max_model_len=64, num_kv_blocks=8).get_tokenizer())
     (out / "prompts.json").write_text(json.dumps(sets))

@@ -1,7 +1,7 @@
 """Where a speculative step's time goes on one GPU: wall time per engine step for plain decode (one step ahead and
-synchronous) and for verify steps (flash-attn's varlen kernel, and its kvcache kernel through chapter 18's
-UniformLanes), at batch 1 and 8, on random weights with SmolLM2-135M's shapes, with a host/GPU breakdown of the
-synchronous steps; prints a table and writes JSON with provenance.
+synchronous) and for verify steps (verify-varlen: SpecVerify's varlen kernel; verify and verify-k8: the kvcache-kernel
+experiment, KvcacheLanes), at batch 1 and 8, on random weights with SmolLM2-135M's shapes, with a host/GPU breakdown
+of every synchronous step; prints a table and writes JSON with provenance.
 
     python3 scripts/gpu/spec_step_profile.py --out DIR
 
@@ -23,16 +23,34 @@ SMOLLM2_SHAPES = {"model_type": "llama", "hidden_size": 576, "intermediate_size"
 K = 4
 
 
-def use_varlen_kernel() -> None:
-    """The ablation: SpecVerify's graphs attend through the backend's varlen kernel, as before UniformLanes."""
-    from nanoserve.attention.spec_verify import SpecVerify, UniformLanes
+class KvcacheLanes:
+    """The experiment: verify lanes (every lane 1 + k queries) through flash-attn's kvcache kernel, q viewed
+    [lanes, queries, heads, dim] and causal at the end of each cache, instead of the varlen kernel SpecVerify uses."""
+
+    def __init__(self, backend, queries: int):
+        self.backend, self.queries = backend, queries
+        self.name, self.block_size_multiple = backend.name, backend.block_size_multiple
+
+    def forward(self, q, k, v, layer_idx, batch):
+        """Store this step's k/v, then attend each lane's queries to its cache."""
+        from nanoserve.attention.flash import flash_functions
+
+        k_cache, v_cache = batch.kv_caches[layer_idx]
+        self.backend.store(k, v, k_cache, v_cache, batch.slot_mapping)
+        lanes = q.reshape(-1, self.queries, *q.shape[1:])
+        return flash_functions()[1](lanes, k_cache, v_cache, batch.context_lens, batch.block_tables)[0].view(q.shape)
+
+
+def use_kvcache_kernel() -> None:
+    """Wrap every SpecVerify's flash backend in KvcacheLanes (before the engine captures its graphs)."""
+    from nanoserve.attention.spec_verify import SpecVerify
 
     plain = SpecVerify.__init__
 
     def init(self, backend, *args):
         plain(self, backend, *args)
-        if isinstance(self.backend, UniformLanes):
-            self.backend = self.backend.backend
+        if self.backend.name == "flash":
+            self.backend = KvcacheLanes(self.backend, self.queries)
     SpecVerify.__init__ = init
 
 
@@ -45,8 +63,8 @@ def build(model_dir: str, mode: str):
         spec = {"method": "ngram", "num_speculative_tokens": 8 if "k8" in mode else K,
                 "prompt_lookup_max": 4, "prompt_lookup_min": 2}
     extra = {"async_scheduling": False} if mode == "off-sync" else {}
-    if mode == "verify-varlen":
-        use_varlen_kernel()
+    if mode in ("verify", "verify-k8"):
+        use_kvcache_kernel()
     llm = LLM(model_dir, dtype="bfloat16", max_model_len=2048, gpu_memory_utilization=0.3, seed=0,
               skip_tokenizer_init=True, speculative_config=spec, **extra)
     core = llm.llm_engine.core
@@ -164,7 +182,7 @@ def worker(mode: str, model_dir: str, runs: int, tokens: int) -> None:
     llm, core = build(model_dir, mode)
     for batch in (1, 8):
         row = time_steps(llm, core, batch, tokens, runs)
-        if mode in ("off-sync", "verify-k8"):  # where a synchronous step's time goes (a run of its own)
+        if mode != "off":  # where a synchronous step's time goes (a run of its own)
             saved = core.executor.run, core.step, llm.llm_engine.step
             spent = breakdown(llm, core)
             time_steps(llm, core, batch, tokens, 1)
