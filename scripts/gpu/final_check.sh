@@ -3,16 +3,11 @@
 # step profile (scripts/gpu/spec_step_profile.py). The SmolLM2 GGUF goes first, in parts, one call each, right after
 # one another (/root/stash lasts while the machine stays warm):
 #   bash scripts/gpu/real_model_call.sh stash 1|2      (carry .gpu/smol1, then .gpu/smol2)
-#   bash scripts/gpu/final_check.sh                    (carry .gpu/smol3, the flash-attn wheel and .gpu/wheels)
+#   bash scripts/gpu/final_check.sh                    (carry .gpu/smol3, the flash-attn wheel and .gpu/wheels; when
+#                                                       that is over 64 MiB, stash part 3 the same way first)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-S=/root/stash/smol; mkdir -p "$S"
-cp .gpu/smol3/* "$S/"
-export NANOSERVE_CACHE=/tmp/nanoserve-cache; mkdir -p "$NANOSERVE_CACHE"
-cat "$S"/smolpart_00 "$S"/smolpart_01 "$S"/smolpart_02 > "$NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
-echo "$(cat "$S/SHA256")  $NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c - || exit 1
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+source scripts/gpu/smol_join.sh || exit 1
 OUT=${OUT:-/tmp/final_out}; mkdir -p "$OUT"
 timeout 240 python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
 echo "gpu tests: $(tail -1 "$OUT/gpu_tests.log")"

@@ -10,12 +10,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 S=/root/stash/smol; mkdir -p "$S"
 if [[ "$1" == stash ]]; then cp .gpu/smol$2/* "$S/" && ls -la "$S"; exit $?; fi
 shift
-cp .gpu/smol3/* "$S/"
-export NANOSERVE_CACHE=/tmp/nanoserve-cache; mkdir -p "$NANOSERVE_CACHE"
-cat "$S"/smolpart_00 "$S"/smolpart_01 "$S"/smolpart_02 > "$NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf"
-echo "$(cat "$S/SHA256")  $NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf" | sha256sum -c - || exit 1
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
+source scripts/gpu/smol_join.sh || exit 1
 OUT=${OUT:-/tmp/real_out}; mkdir -p "$OUT"
 timeout 400 python3 scripts/gpu/run_gpu_cells.py "$@" --out "$OUT" >"$OUT/cells.log" 2>&1; echo "gpu cells exit $?"
 grep -iE "error|Traceback|failed" "$OUT/cells.log" | head -20
