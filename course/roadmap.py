@@ -1,7 +1,7 @@
 """The course map: a "you are here" strip for each chapter, and the lines each chapter exports (hand-written)."""
 from pathlib import Path
 
-__all__ = ["SPINE", "you_are_here", "exported_lines"]
+__all__ = ["SPINE", "you_are_here", "exported_lines", "lines_beside_nano_vllm"]
 
 # (chapter, short title, the part of the engine it builds); the strip draws them in this order
 SPINE = [("00", "tour", "the plan"), ("01", "Qwen3", "model"), ("02", "KV\ncache", "model"),
@@ -54,3 +54,51 @@ def exported_lines(notebook: str) -> dict:
         if marker in text[:4000]:
             found[str(path.relative_to(ROOT))] = len(text.splitlines())
     return found
+
+
+# nano-vllm's non-blank lines for each spine chapter's idea (its files under nanovllm/, at the commit chapter 15
+# compares against); functions named where only part of a file does the job
+NANO_VLLM_LINES = {
+    "01": [("models/qwen3.py", 193), ("layers/linear.py (tensor-parallel too)", 127),
+           ("layers/embed_head.py (tensor-parallel too)", 56), ("layers/rotary_embedding.py", 51),
+           ("layers/layernorm.py", 44), ("layers/activation.py", 8)],
+    "03": [("engine/block_manager.py (chapter 04's hashing too)", 102)],
+    "04": [("engine/block_manager.py: compute_hash, hash_blocks", 18)],
+    "05": [("engine/scheduler.py", 80), ("engine/sequence.py", 65)],
+    "06": [("layers/sampler.py", 9), ("sampling_params.py", 8)],
+    "07": [("engine/model_runner.py: prepare_*, run_model, run", 93), ("engine/llm_engine.py", 81),
+           ("utils/context.py", 21)],
+    "08": [("layers/attention.py", 66)],
+    "09": [("engine/model_runner.py: capture_cudagraph", 34)],
+    "14": [("layers/linear.py", 127), ("layers/embed_head.py", 56),
+           ("engine/model_runner.py: shm worker loop", 26)],
+}
+
+
+def _export_lines(notebook: Path) -> dict:
+    """{module: non-blank lines of its `#| export` cells} of one chapter, directives left out (as nb.py counts)."""
+    import json
+
+    counts, default = {}, None
+    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
+        lines = "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else []
+        heads = [l.split() for l in lines if l.startswith("#|")]
+        for head in heads:
+            if head[1] == "default_exp":
+                default = head[2]
+        for head in (h for h in heads if h[1] == "export"):
+            module = head[2] if len(head) > 2 else default
+            counts[module] = counts.get(module, 0) + sum(1 for l in lines if l.strip() and not l.startswith("#|"))
+    return counts
+
+
+def lines_beside_nano_vllm(chapter: str) -> None:
+    """Print the lines a spine chapter exports beside nano-vllm's lines for the same idea."""
+    notebook = next((ROOT / "chapters").glob(f"{chapter}_*.ipynb"))
+    ours, theirs = _export_lines(notebook), NANO_VLLM_LINES[chapter]
+    print(f"{'this chapter exports':<52}{sum(ours.values()):>6} lines")
+    for module, n in ours.items():
+        print(f"  {'nanoserve/' + module.replace('.', '/') + '.py':<50}{n:>6}")
+    print(f"{'nano-vllm, for the same idea':<52}{sum(n for _, n in theirs):>6} lines")
+    for name, n in theirs:
+        print(f"  {name:<50}{n:>6}")
