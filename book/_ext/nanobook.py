@@ -119,6 +119,15 @@ def prepare_chapter(nb: dict, name: str, chapters_dir: Path) -> dict:
     return nb
 
 
+CHAPTER_LINK = re.compile(r"\[([^\]`<>]+)\]\(((?:\d\d|A\d)_\w+)\.ipynb\)")
+
+
+def doc_links(text: str) -> str:
+    """Markdown links between chapter notebooks as Sphinx {doc} references: myst resolves a relative `.ipynb`
+    path through chapters/'s symlink to a file outside the book and cannot find it."""
+    return CHAPTER_LINK.sub(lambda m: f"{{doc}}`{m.group(1)} <{m.group(2)}>`", text)
+
+
 def on_source_read(app, docname, source):
     """Add the book's boxes to a chapter notebook as Sphinx reads it."""
     if not docname.startswith("chapters/"):
@@ -127,6 +136,9 @@ def on_source_read(app, docname, source):
     if path.suffix != ".ipynb":
         return
     nb = json.loads(source[0])
+    for cell in nb.get("cells", []):
+        if cell.get("cell_type") == "markdown":
+            cell["source"] = doc_links(_text(cell["source"]))
     source[0] = json.dumps(prepare_chapter(nb, path.name, path.parent))
 
 
