@@ -35,6 +35,9 @@ AREAS = [  # (area, substrings of a profiled function's file or name), first mat
 ]
 
 
+REPO = str(Path(__file__).resolve().parents[1]) + "/"  # stripped from profiled file names: no machine paths
+
+
 def client(url: str, n: int, prompt_len: int, max_tokens: int, seed: int) -> dict:
     """Stream n concurrent /v1/completions; per request the arrival time of each chunk that carries text."""
     import httpx
@@ -187,8 +190,8 @@ def breakdown(prof: cProfile.Profile, tokens: int) -> dict:
     top.sort(reverse=True)
     return {"us_per_token": {a: round(1e6 * t / tokens, 2) for a, t in sorted(areas.items(), key=lambda x: -x[1])},
             "total_us_per_token": round(1e6 * total / tokens, 2),
-            "top_functions_us_per_token": [[k.replace(str(Path(sys.prefix)), "<venv>"), round(1e6 * t / tokens, 2)]
-                                           for t, k in top[:25]]}
+            "top_functions_us_per_token": [[k.replace(str(Path(sys.prefix)), "<venv>").replace(REPO, ""),
+                                            round(1e6 * t / tokens, 2)] for t, k in top[:25]]}
 
 
 def step_profile(prof: cProfile.Profile, steps: int) -> list:
