@@ -45,21 +45,16 @@ def plan_mixed_layout(step, piece_len: int = PIECE_LEN) -> MixedLayout:
 
 
 # %% chapters/12_mixed_step_graphs.ipynb #c014
-from nanoserve.checks import is_int
+from nanoserve.engine.graph_runner import graph_buckets
 
 
 def token_buckets(limit: int) -> list:
     """Token counts a mixed step's graphs are captured for, ending exactly at `limit`: doublings from 16 up to 512,
-    then x1.5 and x4/3 in turn (none under 16 rows)."""
-    if not is_int(limit) or limit < 1:
-        raise ValueError(f"limit must be a positive int, got {limit!r}")
+    then chapter 09's grid past 512 (x1.5 and x4/3 in turn); none under 16 rows."""
+    large = [b for b in graph_buckets(limit) if b > 512]  # checks `limit`; ends at it
     if limit < 16:
         return []
-    grid, size = [], 16
-    while size < limit:
-        grid.append(size)
-        size = size * 2 if size < 512 else size * 3 // 2 if size & (size - 1) == 0 else size * 4 // 3
-    return grid + [limit]
+    return [b for b in (16, 32, 64, 128, 256, 512) if b < limit] + (large or [limit])
 
 
 # %% chapters/12_mixed_step_graphs.ipynb #c016
