@@ -76,20 +76,14 @@ NANO_VLLM_LINES = {
 
 
 def _export_lines(notebook: Path) -> dict:
-    """{module: non-blank lines of its `#| export` cells} of one chapter, directives left out (as nb.py counts)."""
-    import json
+    """{module: non-blank lines of its `#| export` cells} of one chapter, read by the exporter itself (tools/nb.py)."""
+    import importlib.util
 
-    counts, default = {}, None
-    for cell in json.loads(notebook.read_text(encoding="utf-8"))["cells"]:
-        lines = "".join(cell["source"]).splitlines() if cell["cell_type"] == "code" else []
-        heads = [l.split() for l in lines if l.startswith("#|")]
-        for head in heads:
-            if head[1] == "default_exp":
-                default = head[2]
-        for head in (h for h in heads if h[1] == "export"):
-            module = head[2] if len(head) > 2 else default
-            counts[module] = counts.get(module, 0) + sum(1 for l in lines if l.strip() and not l.startswith("#|"))
-    return counts
+    spec = importlib.util.spec_from_file_location("nb_exporter", ROOT / "tools" / "nb.py")
+    exporter = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(exporter)
+    return {module: sum(1 for _, src in cells for line in src.splitlines() if line.strip())
+            for module, cells in exporter.exported_cells(notebook).items()}
 
 
 def lines_beside_nano_vllm(chapter: str) -> None:
