@@ -24,7 +24,9 @@ echo "== static chapter checks [$(took)]"
 
 echo "== every chapter top to bottom, as JupyterLab's Run All runs it (no cell skipped) [$(took)]"
 # --reuse: skipped when scripts/run_course.sh already passed with these exact files in this .venv
-"$VPY" scripts/run_course.py --reuse 2> >(grep -v "running over TCP without encryption" >&2) || failed+=("run_course.py")
+course_log=$(mktemp)  # its FAIL and FLAKY lines are repeated at the end, where a truncated log still shows them
+"$VPY" scripts/run_course.py --reuse 2> >(grep -v "running over TCP without encryption" >&2) | tee "$course_log"
+[[ ${PIPESTATUS[0]} -eq 0 ]] || failed+=("run_course.py")
 
 # >>> book (issue 27): render the committed chapters (scripts/build_book.sh, warnings fail it);
 # tests/browser/test_book.py then checks the pages in chromium during the pytest stage
@@ -42,6 +44,8 @@ elif [[ $rc -ne 0 ]]; then
   failed+=("pytest (exit $rc)")
 fi
 
+grep -E "FAIL|FLAKY" "$course_log" | sed 's/^/run_course: /'
+rm -f "$course_log"
 if [[ ${#failed[@]} -gt 0 ]]; then
   echo "test.sh: FAILED after $(took): $(IFS=,; echo "${failed[*]}")"
   exit 1

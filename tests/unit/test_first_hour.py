@@ -156,10 +156,15 @@ def test_chapter_lines_are_numbered_and_the_run_reports_its_total_time(tmp_path,
         def chapter_paths():
             return chapters
 
+        runs = {}
+
         @staticmethod
         def execute(path, cwd):
+            FakeNb.runs[path.name] = FakeNb.runs.get(path.name, 0) + 1
             if path.name == "01_b.ipynb":
                 raise RuntimeError("ValueError: broken on purpose")
+            if path.name == "02_c.ipynb" and FakeNb.runs[path.name] == 1:
+                raise RuntimeError("ValueError: fails once")
 
     class NoFigures:
         @staticmethod
@@ -171,10 +176,15 @@ def test_chapter_lines_are_numbered_and_the_run_reports_its_total_time(tmp_path,
     monkeypatch.setattr(rc, "inputs_hash", lambda: "0" * 16)
     monkeypatch.setattr(rc, "STAMP_DIR", tmp_path / "no-venv")
     assert rc.main([]) == 1
-    lines = capsys.readouterr().out.splitlines()
+    lines = [l for l in capsys.readouterr().out.splitlines() if not l.startswith("    ")]  # tracebacks indented
     assert lines[1].startswith("[1/3] ok   00_a.ipynb")
-    assert lines[2].startswith("[2/3] FAIL 01_b.ipynb") and "broken on purpose" in lines[2]
-    assert lines[3].startswith("[3/3] ok   02_c.ipynb")
+    assert [l[:30] for l in lines[2:5]] == ["[2/3] run 1 of 01_b.ipynb fail", "[2/3] run 2 of 01_b.ipynb fail",
+                                             "[2/3] FAIL 01_b.ipynb (0.0 s):"]
+    assert "broken on purpose" in lines[4]
+    assert lines[5].startswith("[3/3] run 1 of 02_c.ipynb failed: ValueError: fails once")
+    assert lines[6].startswith("[3/3] ok   02_c.ipynb")  # passed when run again, and named as flaky below
+    assert lines[7] == "FLAKY (failed once, passed when run again) 02_c.ipynb: ValueError: fails once"
+    assert FakeNb.runs == {"00_a.ipynb": 1, "01_b.ipynb": 2, "02_c.ipynb": 2}
     assert re.fullmatch(r"1 of 3 chapters failed in \d+ s: 01_b.ipynb", lines[-1])
 
 
