@@ -31,6 +31,8 @@ def graph_variants(config, backend) -> list:
     mixed = token_buckets(config.max_num_batched_tokens)
     shape = (config.max_model_len, config.block_size)
     variants = [PagedDecode(backend, decode, *shape), MixedStep(backend, mixed, config.max_num_seqs, *shape)]
+    if (config.compilation_config or {}).get("cudagraph_mode") == "FULL_DECODE_ONLY":
+        variants.pop()  # mixed and prefill steps run eagerly, as before chapter 12
     if (config.enable_prefix_caching and not config.disable_cascade_attn and backend.name in CASCADE_KERNELS
             and decode[-1] >= CASCADE_MIN_LANES):  # vLLM's switch, and a cache that can share blocks
         variants.insert(0, CascadeDecode(backend, decode, *shape))

@@ -110,3 +110,35 @@ def test_a_rule_describes_its_range_in_the_message():
             check_field("top_p", bad, rule)
     with pytest.raises(ValueError, match=r"top_p must be in \(0, 1\], got 0.0"):
         check_field("top_p", 0, rule)
+
+
+def test_compilation_config_picks_which_steps_replay_graphs(tmp_path):
+    """vLLM's cudagraph_mode: FULL (decode and mixed graphs), FULL_DECODE_ONLY, NONE (= enforce_eager)."""
+    from nanoserve.attention.torch_ref import TorchAttentionBackend
+    from nanoserve.engine.selector import graph_variants
+    from nanoserve.model.loader import load_config
+
+    path = make_tiny_checkpoint(tmp_path / "tiny")
+    model_config = load_config(path)
+
+    def resolved(**kwargs):
+        return EngineConfig(str(path), device="cpu", disable_cascade_attn=True, **kwargs).resolve(model_config)
+
+    for kwargs, mode, eager, names in (
+            (dict(), "FULL", False, ["decode", "mixed"]),
+            (dict(compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"}), "FULL_DECODE_ONLY", False, ["decode"]),
+            (dict(compilation_config={"cudagraph_mode": "NONE"}), "NONE", True, None),
+            (dict(enforce_eager=True), "NONE", True, None)):
+        config = resolved(**kwargs)
+        assert (config.compilation_config, config.enforce_eager) == ({"cudagraph_mode": mode}, eager)
+        if names:
+            assert [v.name for v in graph_variants(config, TorchAttentionBackend())] == names
+    assert parsed("--compilation-config", '{"cudagraph_mode": "FULL_DECODE_ONLY"}')["compilation_config"] == {
+        "cudagraph_mode": "FULL_DECODE_ONLY"}
+    with pytest.raises(ValueError, match=r"compilation_config.cudagraph_mode='PIECEWISE' is not supported: "
+                                         "nanoserve captures whole steps"):
+        EngineConfig(str(path), compilation_config={"cudagraph_mode": "PIECEWISE"})
+    with pytest.raises(ValueError, match=r"unsupported key\(s\) \['level'\]"):
+        EngineConfig(str(path), compilation_config={"level": 3})
+    with pytest.raises(TypeError, match="compilation_config must be a dict, got int"):
+        EngineConfig(str(path), compilation_config=3)
