@@ -36,6 +36,7 @@ LADDER = [  # (name, what changes from the rung before)
 # (name, what changes from FULL); not "full - flash-attn": the torch backend's decode gathers every block-table
 # column, and a captured table is max_model_len wide, so its graphs would read the longest context on every lane
 LEAVE_ONE_OUT = [
+    ("full", {}),  # measured again in the same call, as the ratios' reference
     ("full - prefix caching (04)", dict(enable_prefix_caching=False)),
     ("full - all graphs (09, 12)", dict(enforce_eager=True, compilation_config=None)),
     ("full - fused kernels (10)", dict(fused_kernels=False)),
