@@ -6,7 +6,11 @@ a table last.
     python3 scripts/gpu/ablation.py --model DIR --out DIR [--configs ladder,loo] [--runs 5]
 
 --model is a checkpoint directory (`python3 -m nanobench build-model --config qwen3-0.6b --out DIR` builds random
-weights with Qwen3-0.6B's shapes). Chapter 15 reads the JSON (benchmarks/results/ablation_h200.json)."""
+weights with Qwen3-0.6B's shapes). Chapter 15 is to read the JSON (benchmarks/results/ablation_h200.json).
+
+Time on an H200: a fast configuration needs about 40 s for everything; the first rung (torch attention, eager) ran
+the random workload at 412 tok/s (26 s a run, 2026-12-03), so it alone needs about 10 minutes at 5 runs: give it a
+call of its own (--configs base, with --budget-s 540), then ladder-rest and loo in one call each."""
 import argparse
 import json
 import os
@@ -57,9 +61,9 @@ ENGINE = dict(max_model_len=4096, gpu_memory_utilization=0.85, seed=0)
 def configurations(which: list) -> list:
     """[(group, name, engine kwargs)] for the groups asked for, ladder rungs cumulative."""
     found, options = [], dict(BASE)
-    if "ladder" in which:
-        for name, change in LADDER:
-            options = {**options, **change}
+    for rung, (name, change) in enumerate(LADDER):
+        options = {**options, **change}
+        if "ladder" in which or ("base" in which and rung == 0) or ("ladder-rest" in which and rung > 0):
             found.append(("ladder", name, dict(options)))
     if "loo" in which:
         found += [("loo", name, {**FULL, **change}) for name, change in LEAVE_ONE_OUT]
@@ -88,7 +92,7 @@ def measure_one(model: str, options: dict, runs: int, budget_s: float) -> dict:
         row["latency"] = measure_latency(engine, batch_sizes=LATENCY_BATCHES, reps=3, max_token_id=MAX_TOKEN_ID)["batches"]
     else:
         row["skipped"].append("latency")
-    row["eager_steps"] = getattr(engine.llm.llm_engine.stats, "num_eager_steps", None)
+    row["steps"] = engine.step_counters()  # steps, prefill/decode tokens and seconds, eager forwards
     engine.close()
     return row
 
@@ -116,7 +120,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--configs", default="ladder,loo", help="comma list of ladder, loo")
+    parser.add_argument("--configs", default="ladder,loo", help="comma list of ladder (= base + ladder-rest), loo")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--budget-s", type=float, default=150, help="per configuration, after which it stops")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: JSON engine kwargs for one child process
