@@ -202,13 +202,8 @@ def _resolve_async_scheduling(config, model_config, device) -> bool:
         if heads % tp:
             raise ValueError(f"tensor_parallel_size ({tp}) must divide the model's {what} ({heads})")
     overlap = config.async_scheduling
-    if config.speculative_config is not None:  # a proposal needs the tokens one step ahead has not read yet
-        if overlap:
-            raise ValueError("async_scheduling=True cannot be combined with speculative_config: the next "
-                             "step's proposals copy from tokens the host has not read yet (chapter 18)")
-        return False
-    if overlap is None:
-        return device.type == "cuda" and tp == 1
+    if overlap is None:  # speculation runs synchronously unless asked (chapter 18, section 9)
+        return device.type == "cuda" and tp == 1 and config.speculative_config is None
     if overlap and tp > 1:
         raise ValueError("async_scheduling needs tensor_parallel_size=1: the tensor-parallel workers "
                          "get each step's inputs on the host, so they cannot run ahead of its tokens")

@@ -66,9 +66,9 @@ def core_class(config):
         if config.tensor_parallel_size > 1:
             raise ValueError("speculative_config needs tensor_parallel_size=1: the tensor-parallel executor has "
                              "no verify step")
-        from nanoserve.engine.spec_decode import SpecDecodeCore  # chapter 18
+        from nanoserve.engine.spec_decode import OverlappedSpecDecodeCore, SpecDecodeCore  # chapter 18
 
-        return SpecDecodeCore
+        return OverlappedSpecDecodeCore if config.async_scheduling else SpecDecodeCore
     if config.async_scheduling:
         from nanoserve.engine.async_core import AsyncEngineCore  # chapter 11
 

@@ -9,10 +9,12 @@ PASSAGE = ("The quick brown fox jumps over the lazy dog. The dog was not amused,
            "where it met an old owl who lived in a hollow oak tree.")
 
 
-def test_speculative_greedy_is_fp32_argmax_or_near_ties_and_uses_verify_graphs(gguf_path):
+@pytest.mark.parametrize("overlap", [False, True])  # True: plain steps one step ahead (chapter 18, section 9)
+def test_speculative_greedy_is_fp32_argmax_or_near_ties_and_uses_verify_graphs(gguf_path, overlap):
     from nanoserve import LLM, SamplingParams
 
-    llm = LLM(str(gguf_path), dtype="bfloat16", max_model_len=2048, gpu_memory_utilization=0.3, speculative_config=SPEC)
+    llm = LLM(str(gguf_path), dtype="bfloat16", max_model_len=2048, gpu_memory_utilization=0.3, speculative_config=SPEC,
+              async_scheduling=overlap)
     chats = [[{"role": "user", "content": f"Repeat this text exactly, word for word:\n\n{PASSAGE}"}],
              [{"role": "user", "content": "What is the capital of France?"}],
              [{"role": "user", "content": "List the days of the week, then list them again."}]]

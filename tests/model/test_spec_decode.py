@@ -40,13 +40,14 @@ def _run(path, params, prompts=PROMPTS, **extra):
     return llm, outs
 
 
-def test_greedy_equals_plain_engine_with_chunks_preemption_and_prefix_hits(tiny):
+@pytest.mark.parametrize("overlap, core_name", [(False, "SpecDecodeCore"), (True, "OverlappedSpecDecodeCore")])
+def test_greedy_equals_plain_engine_with_chunks_preemption_and_prefix_hits(tiny, overlap, core_name):
     greedy = SamplingParams(temperature=0, max_tokens=48, ignore_eos=True)
     _, want = _run(tiny, greedy)
-    llm, got = _run(tiny, greedy, speculative_config=SPEC)
+    llm, got = _run(tiny, greedy, speculative_config=SPEC, async_scheduling=overlap)
     assert _ids(got) == _ids(want)
     core = llm.llm_engine.core
-    assert type(core).__name__ == "SpecDecodeCore"
+    assert type(core).__name__ == core_name
     assert core.scheduler.num_preemptions > 0, "the tight pool should preempt"
     assert core.scheduler.block_manager.hit_tokens > 0, "the shared prefix should hit the cache"
     s = core.stats
@@ -133,12 +134,32 @@ def test_door_refuses_bad_configs_by_name(tiny):
                        ({}, "num_speculative_tokens"), ("{not json", "JSON"), (["ngram"], "speculative_config")]:
         with pytest.raises((TypeError, ValueError), match=field):
             LLM(tiny, device="cpu", skip_tokenizer_init=True, max_model_len=64, speculative_config=bad)
-    with pytest.raises(ValueError, match="async_scheduling"):
-        LLM(tiny, device="cpu", skip_tokenizer_init=True, max_model_len=64, speculative_config=SPEC,
-            async_scheduling=True)
     llm = LLM(tiny, device="cpu", skip_tokenizer_init=True, max_model_len=64,
               speculative_config='{"num_speculative_tokens": 2}')
     assert llm.llm_engine.config.speculative_config == SpeculativeConfig(2, 5, 5)
+
+
+def test_overlapped_core_takes_turns_on_real_text_and_equals_the_plain_engine():
+    """On real text some steps propose and some do not: the overlapped core launches the second kind one step ahead
+    and verifies the first kind synchronously, and its greedy output is the plain engine's, with preemption."""
+    from course.real_model import smollm2_gguf
+
+    path = smollm2_gguf(quiet=True)
+    if path is None:
+        pytest.skip("SmolLM2-135M-Instruct is not in the cache (run `python -m course.real_model`)")
+    prompts = ["Repeat exactly: the quick brown fox jumps over the lazy dog near the river bank.",
+               "The capital of France is", "def fibonacci(n):", "Write a short poem about the sea."]
+    tight = dict(device="cpu", block_size=4, num_kv_blocks=24, max_num_batched_tokens=16, max_model_len=256, seed=0)
+    greedy = SamplingParams(temperature=0, max_tokens=32)
+    want = LLM(str(path), **tight).generate(prompts, greedy, use_tqdm=False)
+    llm = LLM(str(path), **tight, speculative_config=dict(SPEC, num_speculative_tokens=8, prompt_lookup_min=2),
+              async_scheduling=True)
+    got = llm.generate(prompts, greedy, use_tqdm=False)
+    assert _ids(got) == _ids(want)
+    core = llm.llm_engine.core
+    assert core.launched > 0 and core.verified > 0 and core.stats.num_drafts > 0
+    assert core.scheduler.num_preemptions > 0, "the tight pool should preempt"
+    assert core.scheduler.block_manager.num_used_blocks == 0
 
 
 def test_proposer_prefers_the_longest_match():

@@ -41,12 +41,13 @@ def test_core_table(overlap, core):
 
 
 def test_speculation_gets_its_core_and_refuses_tensor_parallelism():
-    from nanoserve.engine.spec_decode import SpecDecodeCore, SpeculativeConfig
+    from nanoserve.engine.spec_decode import OverlappedSpecDecodeCore, SpecDecodeCore, SpeculativeConfig
 
     spec = SpeculativeConfig(num_speculative_tokens=3)
     config = SimpleNamespace(tensor_parallel_size=1, device=CPU, enforce_eager=False, async_scheduling=False,
                              speculative_config=spec)
     assert selector.core_class(config) is SpecDecodeCore
+    assert selector.core_class(SimpleNamespace(**{**vars(config), "async_scheduling": True})) is OverlappedSpecDecodeCore
     with pytest.raises(ValueError, match="speculative_config needs tensor_parallel_size=1"):
         selector.core_class(SimpleNamespace(**{**vars(config), "tensor_parallel_size": 2}))
 
