@@ -11,7 +11,7 @@ import torch
 from nanoserve.attention.paged_decode import PagedDecode
 from nanoserve.attention.paged_decode import pick_bucket as bucket_for
 from nanoserve.attention.torch_ref import TorchAttentionBackend
-from nanoserve.engine.graph_runner import GraphRunner, StaticInputs, graph_buckets
+from nanoserve.engine.cuda_graphs import DecodeGraphRunner, StaticInputs, graph_buckets
 from nanoserve.engine.model_runner import build_step_inputs
 
 __all__ = ["CHECKS"]
@@ -35,28 +35,28 @@ def check_worst_padding(worst_padding) -> str:
 
 
 def _measured_graphs(max_num_seqs: int) -> tuple:
-    """(forward graphs, head graphs) a GraphRunner with the decode variant captures, counted on the CPU."""
+    """(forward graphs, head graphs) a DecodeGraphRunner captures, counted on the CPU."""
     runner = SimpleNamespace(model=None, table=None, device=torch.device("cpu"), dtype=torch.float32,
                              model_config=SimpleNamespace(hidden_size=8), kv_caches=[], generator=None,
                              backend=TorchAttentionBackend(), init_kv_cache=lambda num_blocks: None)
-    graphs = GraphRunner(runner, [PagedDecode(runner.backend, graph_buckets(max_num_seqs), 64, 16)])
+    graphs = DecodeGraphRunner(runner, PagedDecode(runner.backend, graph_buckets(max_num_seqs), 64, 16))
     graphs.init_kv_cache(1)  # off CUDA this keeps each graph's function instead of capturing it
     return len(graphs.graphs), len(graphs.head_graphs)
 
 
 def check_graph_count(graphs_to_capture) -> str:
-    """09.2 (predict, then measure): the forward and head graphs a GraphRunner captures."""
+    """09.2 (predict, then measure): the forward and head graphs a DecodeGraphRunner captures."""
     for max_num_seqs in (1, 8, 20, 100, 256, 512):
         want, got = _measured_graphs(max_num_seqs), graphs_to_capture(max_num_seqs)
         if not isinstance(got, tuple) or tuple(got) != want:
             raise AssertionError(f"graphs_to_capture({max_num_seqs}) = {got!r}, measured {want}: one forward graph "
-                                 "per bucket; count the head graphs per row count in _capture")
+                                 "per bucket; count the head graphs per bucket in _capture")
     forward, head = _measured_graphs(256)
     return f"max_num_seqs=256 captures {forward} forward and {head} head graphs"
 
 
 def _steps() -> list:
-    """(what, step) pairs that exercise every case of the decode variant's plan and staging."""
+    """(what, step) pairs that exercise every case of the decode bucket choice and staging."""
     return [("three decodes (one padding lane)", build_step_inputs([[5], [6], [7]], [9, 3, 4],
                                                                    [[2, 3, 4], [1], [4, 8]], [True] * 3, 4)),
             ("a full bucket of four", build_step_inputs([[1], [2], [3], [4]], [0, 5, 12, 30],
@@ -71,10 +71,11 @@ def _steps() -> list:
                                                                    [True, True], 4))]
 
 
-def _graphed_tokens(variant_class=PagedDecode, runner_class=GraphRunner) -> tuple:
-    """Greedy tokens of the tiny engine on this CPU: eager, and through `runner_class` with `variant_class`."""
+def _graphed_tokens(decode_class=PagedDecode, runner_class=DecodeGraphRunner) -> tuple:
+    """Greedy tokens of the tiny engine on this CPU: eager, and through `runner_class` with `decode_class`."""
     from nanoserve import LLM, SamplingParams
     from nanoserve.engine import selector
+    from nanoserve.engine.model_runner import ModelRunner
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     tiny = make_tiny_checkpoint(Path(tempfile.mkdtemp()) / "tiny", seed=3, tie_word_embeddings=False)
@@ -84,10 +85,10 @@ def _graphed_tokens(variant_class=PagedDecode, runner_class=GraphRunner) -> tupl
     want = [o.outputs[0].token_ids for o in LLM(str(tiny), **kwargs).generate(prompts, params, use_tqdm=False)]
 
     def build(config, model_config):
-        runner = selector.build_runner(config, model_config)
-        variant = variant_class(runner.backend, graph_buckets(config.max_num_seqs), config.max_model_len,
-                                config.block_size)
-        return runner_class(runner, [variant])
+        runner = ModelRunner(config, model_config)
+        decode = decode_class(runner.backend, graph_buckets(config.max_num_seqs), config.max_model_len,
+                              config.block_size)
+        return runner_class(runner, decode)
 
     built, selector.build_executor = selector.build_executor, build
     try:
@@ -95,33 +96,32 @@ def _graphed_tokens(variant_class=PagedDecode, runner_class=GraphRunner) -> tupl
     finally:
         selector.build_executor = built
     got = [o.outputs[0].token_ids for o in llm.generate(prompts, params, use_tqdm=False)]
-    return want, got, llm.engine.executor.replays["decode"]
+    return want, got, llm.engine.executor.replays
 
 
-def check_decode_staging(variant_class) -> str:
-    """09.6 (build it yourself): plan and stage of the decode variant match the chapter's; replay = eager."""
-    assert any(c.__name__ == "PagedDecode" for c in getattr(variant_class, "__mro__", ())), \
-        "hint: subclass PagedDecode and override plan() and stage()"
+def check_decode_staging(decode_class) -> str:
+    """09.6 (build it yourself): bucket_for and stage of PagedDecode match the chapter's; replay = eager."""
+    assert any(c.__name__ == "PagedDecode" for c in getattr(decode_class, "__mro__", ())), \
+        "hint: subclass PagedDecode and override bucket_for() and stage()"
     backend = TorchAttentionBackend()
     for what, step in _steps():
-        ours, yours = (cls(backend, [1, 2, 4, 8], max_model_len=32, block_size=4) for cls in (PagedDecode, variant_class))
-        want, got = ours.plan(step), yours.plan(step)
+        ours, yours = (cls(backend, [1, 2, 4, 8], max_model_len=32, block_size=4) for cls in (PagedDecode, decode_class))
+        want, got = ours.bucket_for(step), yours.bucket_for(step)
         if want is None:
-            assert got is None, f"hint: with {what} plan() must return None (no decode graph holds it), got {got!r}"
+            assert got is None, f"hint: with {what} bucket_for() must return None (no decode graph holds it), got {got!r}"
             continue
-        assert got is not None and got.bucket == want.bucket, \
-            f"hint: with {what} the step replays bucket {want.bucket}, your plan says {got!r}"
+        assert got == want, f"hint: with {what} the step replays bucket {want}, your bucket_for says {got!r}"
         views = {}
-        for name, variant, plan in (("ours", ours, want), ("yours", yours, got)):
+        for name, decode in (("ours", ours), ("yours", yours)):
             views[name] = StaticInputs(ours.fields(), "cpu").host()
-            variant.stage(views[name], step, plan)
+            decode.stage(views[name], step)
         for field, expected in views["ours"].items():
             assert np.array_equal(views["yours"][field], expected), (
                 f"hint: with {what}, {field} is {views['yours'][field].tolist()}, expected {expected.tolist()}: real "
                 "lanes first; padding lanes keep context 1 over block 0, and cu_seqlens_k sums every lane")
-    want, got, replays = _graphed_tokens(variant_class)
-    assert replays > 0, "hint: no decode step replayed through your variant"
-    assert got == want, f"hint: replay through your variant gave {got}, eager {want}"
+    want, got, replays = _graphed_tokens(decode_class)
+    assert replays > 0, "hint: no decode step replayed through your staging"
+    assert got == want, f"hint: replay through your staging gave {got}, eager {want}"
     return (f"{replays} decode steps replayed through your staging, same greedy tokens as eager; "
             "set USE_MY_DECODE_STAGING = True and re-run")
 
@@ -177,20 +177,19 @@ class EmulatedCUDA:
 
 
 def graph_runner_with(graph_class):
-    """GraphRunner whose decode buckets replay the reader's `graph_class` (captured for real on CUDA, emulated off it)."""
-    class ReadersGraphRunner(GraphRunner):
+    """DecodeGraphRunner whose buckets replay the reader's `graph_class` (captured for real on CUDA, emulated off it)."""
+    class ReadersGraphRunner(DecodeGraphRunner):
         """Chapter 09's graph runner; each decode bucket's forward is the reader's captured graph."""
 
         def _capture(self) -> None:
-            super()._capture()  # head graphs, and every other variant's graphs, as the chapter captures them
+            super()._capture()  # head graphs as the chapter captures them
             on_cuda = self.runner.device.type == "cuda"
             api = torch.cuda if on_cuda else EmulatedCUDA()
             pool = api.graph_pool_handle()
-            decode_keys = sorted((key for key in self.batches if key[0] == "decode"), key=lambda k: -k[1])
-            for key in decode_keys:  # largest bucket first, as the chapter captures
-                decode = self._decode_fn(self.batches[key], key[1])
-                graph = graph_class(decode if on_cuda else api.recorded(decode), key[1], self.runner.device, pool, api)
-                self.graphs[key] = self._replay_fn(graph, key[1])
+            for bucket in sorted(self.batches, reverse=True):  # largest bucket first, as the chapter captures
+                decode = self._decode_fn(self.batches[bucket], bucket)
+                graph = graph_class(decode if on_cuda else api.recorded(decode), bucket, self.runner.device, pool, api)
+                self.graphs[bucket] = self._replay_fn(graph, bucket)
 
         def _decode_fn(self, batch, bucket: int):
             def decode(ids, positions, slots):
@@ -206,9 +205,9 @@ def graph_runner_with(graph_class):
                 torch.index_select(hidden, 0, c["logits_indices"][:bucket], out=self.hidden[:bucket])
             return replay
 
-        def _stage_common(self, step, order, temperatures) -> None:
+        def _stage_common(self, step, temperatures) -> None:
             self._num_tokens = step.num_tokens
-            super()._stage_common(step, order, temperatures)
+            super()._stage_common(step, temperatures)
 
     return ReadersGraphRunner
 

@@ -45,7 +45,7 @@ def check_empty_blocks(empty_blocks) -> str:
 def mixed_step_with_layout(plan_layout):
     """MixedStep whose plan lays each step out with `plan_layout(step)` instead of the chapter's function."""
     from nanoserve.attention.mixed_step import MixedStep
-    from nanoserve.attention.paged_decode import GraphPlan
+    from nanoserve.engine.graph_runner import GraphPlan
 
     class ReadersMixedStep(MixedStep):
         """Chapter 12's variant; the reader's layout decides lanes, pieces and the row order."""

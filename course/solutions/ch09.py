@@ -2,8 +2,8 @@
 import numpy as np
 import torch
 
-from nanoserve.attention.paged_decode import GraphPlan, PagedDecode, pick_bucket, stage_tables
-from nanoserve.engine.graph_runner import graph_buckets
+from nanoserve.attention.paged_decode import PagedDecode, pick_bucket, stage_tables
+from nanoserve.engine.cuda_graphs import graph_buckets
 
 __all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
 
@@ -19,7 +19,7 @@ def worst_padding_at_bucket_edges(buckets):
 
 
 def graphs_to_capture(max_num_seqs):
-    """One forward graph per bucket; per row count (one per bucket) a greedy and a sampling head graph."""
+    """One forward graph per bucket; per bucket a greedy and a sampling head graph."""
     buckets = graph_buckets(max_num_seqs)
     return len(buckets), 2 * len(buckets)
 
@@ -31,13 +31,12 @@ def graphs_to_capture_one_head_each(max_num_seqs):
 
 
 class MyPagedDecode(PagedDecode):
-    """The decode variant's plan and staging, written out."""
+    """The decode bucket choice and staging, written out."""
 
-    def plan(self, step):
-        bucket = pick_bucket(step.num_tokens, self.buckets) if step.is_decode else None
-        return None if bucket is None else GraphPlan(bucket)
+    def bucket_for(self, step):
+        return pick_bucket(step.num_tokens, self.buckets) if step.is_decode else None
 
-    def stage(self, views, step, plan):
+    def stage(self, views, step):
         n = step.num_tokens
         views["context_lens"][:n] = step.context_lens.numpy()
         np.cumsum(views["context_lens"], out=views["cu_seqlens_k"][1:])
@@ -47,8 +46,8 @@ class MyPagedDecode(PagedDecode):
 class PaddingReadsNowhere(MyPagedDecode):
     """A typical mistake: padding lanes get the table entry -1, which the kernel would read out of bounds."""
 
-    def stage(self, views, step, plan):
-        super().stage(views, step, plan)
+    def stage(self, views, step):
+        super().stage(views, step)
         views["block_tables"][step.num_tokens:] = -1
 
 

@@ -13,8 +13,9 @@ import torch
 
 from nanoserve.attention.batch import AttentionBatch
 from nanoserve.attention.flash import flash_functions
-from nanoserve.attention.paged_decode import GraphPlan, pick_bucket
+from nanoserve.attention.paged_decode import pick_bucket
 from nanoserve.attention.torch_ref import gather_context
+from nanoserve.engine.graph_runner import GraphPlan
 
 
 def merge_attention(out_a, lse_a, out_b, lse_b):

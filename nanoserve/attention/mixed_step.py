@@ -10,7 +10,8 @@ import numpy as np
 import torch
 
 from nanoserve.attention.batch import AttentionBatch
-from nanoserve.attention.paged_decode import GraphPlan, pick_bucket, stage_tables
+from nanoserve.attention.paged_decode import pick_bucket, stage_tables
+from nanoserve.engine.graph_runner import GraphPlan
 
 PIECE_LEN = 128  # query rows per attention piece: two of flash-attn 2's 64-row tiles in its paged varlen kernel
 
@@ -44,8 +45,8 @@ def plan_mixed_layout(step, piece_len: int = PIECE_LEN) -> MixedLayout:
                        piece_keys=np.repeat(cached, counts) + index * piece_len + rows)
 
 
-# %% chapters/12_mixed_step_graphs.ipynb #c014
-from nanoserve.engine.graph_runner import graph_buckets
+# %% chapters/12_mixed_step_graphs.ipynb #c020
+from nanoserve.engine.cuda_graphs import graph_buckets
 
 
 def token_buckets(limit: int) -> list:
@@ -57,7 +58,7 @@ def token_buckets(limit: int) -> list:
     return [b for b in (16, 32, 64, 128, 256, 512) if b < limit] + (large or [limit])
 
 
-# %% chapters/12_mixed_step_graphs.ipynb #c016
+# %% chapters/12_mixed_step_graphs.ipynb #c022
 @dataclasses.dataclass
 class MixedStepBatch:
     """A mixed-step graph's attention inputs: decode lanes over the first rows, prefill pieces over the rest."""

@@ -9,7 +9,8 @@ import numpy as np
 import torch
 
 from nanoserve.attention.batch import AttentionBatch
-from nanoserve.attention.paged_decode import GraphPlan, pick_bucket, stage_tables
+from nanoserve.attention.paged_decode import pick_bucket, stage_tables
+from nanoserve.engine.graph_runner import GraphPlan
 
 
 class SpecVerify:

@@ -25,12 +25,14 @@ def graph_variants(config, backend) -> list:
     from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 13
     from nanoserve.attention.mixed_step import MixedStep, token_buckets  # chapter 12
     from nanoserve.attention.paged_decode import PagedDecode  # chapter 09
-    from nanoserve.engine.graph_runner import graph_buckets  # chapter 09
+    from nanoserve.engine.cuda_graphs import graph_buckets  # chapter 09
+    from nanoserve.engine.graph_runner import DecodeVariant  # chapter 12
 
     decode = graph_buckets(config.max_num_seqs)
     mixed = token_buckets(config.max_num_batched_tokens)
     shape = (config.max_model_len, config.block_size)
-    variants = [PagedDecode(backend, decode, *shape), MixedStep(backend, mixed, config.max_num_seqs, *shape)]
+    variants = [DecodeVariant(PagedDecode(backend, decode, *shape)),
+                MixedStep(backend, mixed, config.max_num_seqs, *shape)]
     if (config.compilation_config or {}).get("cudagraph_mode") == "FULL_DECODE_ONLY":
         variants.pop()  # mixed and prefill steps run eagerly, as before chapter 12
     if (config.enable_prefix_caching and not config.disable_cascade_attn and backend.name in CASCADE_KERNELS
@@ -55,7 +57,7 @@ def build_executor(config, model_config):
     runner = build_runner(config, model_config)
     if runner.device.type != "cuda" or config.enforce_eager:
         return runner
-    from nanoserve.engine.graph_runner import GraphRunner  # chapter 09
+    from nanoserve.engine.graph_runner import GraphRunner  # chapter 12
 
     return GraphRunner(runner, graph_variants(config, runner.backend))
 

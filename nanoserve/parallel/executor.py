@@ -19,7 +19,7 @@ def _build_runner(ctx, config, model_config):
     device = torch.device("cuda", group.rank) if config.device.type == "cuda" else config.device
     runner = build_runner(config, model_config, device=device, layers=ShardedLayers(group))
     if device.type == "cuda" and not config.enforce_eager:
-        from nanoserve.engine.graph_runner import GraphRunner  # chapter 09
+        from nanoserve.engine.graph_runner import GraphRunner  # chapter 12
 
         runner = GraphRunner(runner, graph_variants(config, runner.backend))
         runner.sample_in_graph = False  # the LM head gathers to rank 0 only: graphs hold the forward, rank 0 samples

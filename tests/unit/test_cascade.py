@@ -7,7 +7,7 @@ from nanoserve.attention.batch import AttentionBatch, allocate_kv_cache
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.attention.cascade import (CascadeBatch, CascadeDecode, attend_with_lse, common_prefix_blocks,
                                          merge_attention, shared_prefix)
-from nanoserve.engine.graph_runner import StaticInputs
+from nanoserve.engine.cuda_graphs import StaticInputs
 from nanoserve.engine.model_runner import build_step_inputs
 
 

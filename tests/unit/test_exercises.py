@@ -109,7 +109,7 @@ def _stub_decode_staging():
     from nanoserve.attention.paged_decode import PagedDecode
 
     class MyPagedDecode(PagedDecode):
-        def plan(self, step):
+        def bucket_for(self, step):
             raise NotImplementedError
     return MyPagedDecode
 

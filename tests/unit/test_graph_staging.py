@@ -1,4 +1,5 @@
-"""The GraphRunner's CPU side (chapters 09, 12 and 13): bucket grid, one-copy staging, each variant's plan and metadata."""
+"""The graph runners' CPU side (chapters 09, 12 and 13): bucket grid, one-copy staging, each variant's plan and
+metadata."""
 from types import SimpleNamespace
 
 import numpy as np
@@ -9,7 +10,8 @@ from hypothesis import given, strategies as st
 from nanoserve.attention.mixed_step import MixedStep, plan_mixed_layout, token_buckets
 from nanoserve.attention.paged_decode import PagedDecode, pick_bucket
 from nanoserve.attention.torch_ref import TorchAttentionBackend
-from nanoserve.engine.graph_runner import GraphRunner, StaticInputs, graph_buckets, graph_sample
+from nanoserve.engine.cuda_graphs import DecodeGraphRunner, StaticInputs, graph_buckets, graph_sample
+from nanoserve.engine.graph_runner import DecodeVariant, GraphRunner
 from nanoserve.engine.model_runner import build_step_inputs
 
 
@@ -61,11 +63,13 @@ def test_static_inputs_pad_every_field_on_each_fill():
     assert x["a"].tolist() == [-1] * 3  # the next step starts from padding again
 
 
+STUB_RUNNER = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, model=None,
+                              model_config=SimpleNamespace(hidden_size=4))
+
+
 def stub_graph_runner(variants):
     """A GraphRunner over a stand-in runner: staging only, nothing captured."""
-    runner = SimpleNamespace(device=torch.device("cpu"), dtype=torch.float32, model=None,
-                             model_config=SimpleNamespace(hidden_size=4))
-    g = GraphRunner(runner, variants)
+    g = GraphRunner(STUB_RUNNER, variants)
     g._allocate()
     g.graphs = {(v.name, b): None for v in variants for b in v.buckets}  # as if captured
     return g
@@ -73,13 +77,13 @@ def stub_graph_runner(variants):
 
 def test_decode_staging_pads_lanes_and_common_rows():
     decode = PagedDecode(TorchAttentionBackend(), [1, 2, 4, 8], max_model_len=12, block_size=4)
-    g = stub_graph_runner([decode])
+    g = DecodeGraphRunner(STUB_RUNNER, decode)
+    g._allocate()
     step = decode_step([5, 6, 7], [9, 3, 4], [[2, 3, 4], [1], [4, 8]])
-    v, plan = g.plan(step)
-    assert v is decode and plan.bucket == 4
-    g._stage_common(step, plan.order, [0.0, 0.5, 0.0])
-    own = g.own["decode"]
-    decode.stage(own.host(), step, plan)
+    assert decode.bucket_for(step) == 4
+    g._stage_common(step, [0.0, 0.5, 0.0])
+    own = g.own
+    decode.stage(own.host(), step)
     own.send()
     c = g.common
     assert c["input_ids"].tolist()[:5] == [5, 6, 7, 0, 0]
@@ -89,10 +93,23 @@ def test_decode_staging_pads_lanes_and_common_rows():
     assert own["context_lens"].tolist() == [10, 4, 5, 1, 1, 1, 1, 1]
     assert own["block_tables"][:4].tolist() == [[2, 3, 4], [1, -1, -1], [4, 8, -1], [0, 0, 0]]
     assert own["cu_seqlens_k"].tolist()[:5] == [0, 10, 14, 19, 20]
-    assert g.plan(build_step_inputs([[1, 2]], [0], [[0]], [True], 4)) is None  # no variant takes a prefill
-    assert g.plan(decode_step([1] * 9, [0] * 9, [[0]] * 9)) is None  # wider than the largest bucket
+    assert decode.bucket_for(build_step_inputs([[1, 2]], [0], [[0]], [True], 4)) is None  # a prefill: eager
+    assert decode.bucket_for(decode_step([1] * 9, [0] * 9, [[0]] * 9)) is None  # wider than the largest bucket
     with pytest.raises(ValueError, match="width"):
-        decode.stage(own.host(), decode_step([1], [11], [[0, 1, 2, 3]]), plan)
+        decode.stage(own.host(), decode_step([1], [11], [[0, 1, 2, 3]]))
+
+
+def test_variants_are_tried_in_order():
+    """Chapter 09's decode graphs as the first variant, the mixed step as the second; other steps find none."""
+    backend = TorchAttentionBackend()
+    decode = DecodeVariant(PagedDecode(backend, [1, 2, 4], max_model_len=16, block_size=4))
+    mixed = MixedStep(backend, [8, 16], max_seqs=3, max_model_len=16, block_size=4)
+    g = stub_graph_runner([decode, mixed])
+    v, plan = g.plan(decode_step([5, 6, 7], [9, 3, 4], [[2, 3, 4], [1], [4, 8]]))
+    assert v is decode and plan.bucket == 4 and plan.order is None
+    v, plan = g.plan(build_step_inputs([[1, 2], [3]], [0, 5], [[0], [1, 2]], [True, True], 4))
+    assert v is mixed and plan.bucket == 8
+    assert g.plan(decode_step([1] * 5, [0] * 5, [[0]] * 5)) is None  # too many lanes for both
 
 
 def test_graph_sampler_math_equals_eager_sampler():
