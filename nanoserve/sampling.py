@@ -142,20 +142,11 @@ class SamplingParams:
         return self.temperature < GREEDY_TEMPERATURE
 
     @property
-    def has_penalties(self) -> bool:
-        """True when repetition, presence or frequency penalties change the logits."""
-        return self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
-
-    @property
-    def has_logit_processors(self) -> bool:
-        """True when logit_bias, allowed_token_ids, bad_words or a token constraint change the logits."""
-        return (bool(self.logit_bias) or self.allowed_token_ids is not None or bool(self.bad_words)
-                or self.structured_outputs is not None)
-
-    @property
     def needs_output_history(self) -> bool:
-        """True when this row's logits depend on the tokens seen so far (penalties, logit processors)."""
-        return self.has_penalties or self.has_logit_processors
+        """True when a field that edits the logits is set: its logits processor reads the tokens so far."""
+        return (self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
+                or bool(self.logit_bias) or self.allowed_token_ids is not None or bool(self.bad_words)
+                or self.structured_outputs is not None)
 
     @functools.cached_property  # read every step for every row; the engine's copies never change
     def is_plain(self) -> bool:

@@ -29,15 +29,6 @@ EXPLANATIONS = {
         "few. A fixed mass therefore means few tokens when the model is sure and many when it is not,\n"
         "which is what top-k (a fixed count) cannot do."),
     "06.3": (
-        "Keep a float table counts[max_num_seqs, V] on the device and give each sequence a row when it\n"
-        "is admitted (zeroed). After each step, one `counts.index_put_((rows, tokens), ones,\n"
-        "accumulate=True)` adds the sampled tokens; the penalties then read `counts[rows]` directly\n"
-        "instead of rebuilding it from Python lists. Rebuilding costs O(output length) host work and a\n"
-        "host-to-device copy per penalised row per step, so at batch 64 with 2,000-token outputs it\n"
-        "grows with every token; the table costs V floats per running sequence (600 KiB at V=151,936)\n"
-        "and one small scatter per step, whatever the length. Free or zero the row when the sequence\n"
-        "finishes or is preempted (a recompute re-adds its tokens)."),
-    "06.4": (
         "Give every request a seed when it arrives: derive_seed(engine_seed, hash(request_id)), then\n"
         "treat it like a user seed (its own torch.Generator). Its tokens then depend only on its own\n"
         "logits and stream, not on its batch mates. The cost: every row becomes a seeded row, so the\n"

@@ -38,4 +38,13 @@ EXPLANATIONS = {
              "until min_tokens is met, and the first token allowed after that ends it (finish_reason 'stop'). "
              "Two rules that together allow nothing are a request error in spirit: a server could refuse "
              "min_tokens with a grammar that can end early, or let the grammar win."),
+    "17.5": (
+        "Keep a float table counts[max_num_seqs, V] on the device and give each sequence a row when it\n"
+        "is admitted (zeroed). After each step, one `counts.index_put_((rows, tokens), ones,\n"
+        "accumulate=True)` adds the sampled tokens; the penalties then read `counts[rows]` directly\n"
+        "instead of rebuilding it from Python lists. Rebuilding costs O(output length) host work and a\n"
+        "host-to-device copy per penalised row per step, so at batch 64 with 2,000-token outputs it\n"
+        "grows with every token; the table costs V floats per running sequence (600 KiB at V=151,936)\n"
+        "and one small scatter per step, whatever the length. Free or zero the row when the sequence\n"
+        "finishes or is preempted (a recompute re-adds its tokens)."),
 }

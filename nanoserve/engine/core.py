@@ -69,26 +69,25 @@ class SamplingState:
     def __init__(self, device):
         self.device = device
         self.generators: dict = {}  # seq_id -> torch.Generator of a seeded sequence
-        self.bad_words: dict = {}  # seq_id -> its bad words as token-id sequences
-        self.constraints: dict = {}  # seq_id -> its token constraint (SamplingParams.structured_outputs, compiled)
+        self.processors: list = []  # logits processors (chapter 06's seam), in order; the assembler fills it
+        self.prepared: dict = {}  # seq_id -> what the door prepared for its logits processors (a dict)
         self.prompt_logprobs: dict = {}  # seq_id -> the next prompt position to score
 
-    def add(self, seqs: list, bad_words_ids: list | None = None, constraints: list | None = None) -> None:
-        """Remember a request's sequences; the first one scores the prompt when prompt logprobs are asked."""
+    def add(self, seqs: list, prepared: list | None = None) -> None:
+        """Remember a request's sequences (and prepared[i], sequence i's processor inputs); the first one scores
+        the prompt when prompt logprobs are asked."""
         for i, seq in enumerate(seqs):
             if seq.params.seed is not None:
                 self.generators[seq.seq_id] = torch.Generator(self.device).manual_seed(seq.params.seed)
-            if bad_words_ids:
-                self.bad_words[seq.seq_id] = bad_words_ids
-            if constraints:
-                self.constraints[seq.seq_id] = constraints[i]
+            if prepared and prepared[i]:
+                self.prepared[seq.seq_id] = prepared[i]
             if i == 0 and seq.params.prompt_logprobs is not None:
                 self.prompt_logprobs[seq.seq_id] = 1  # prompt token 0 has nothing before it to score it
 
     def forget(self, seqs: list) -> None:
         """Drop what was kept for these (finished) sequences."""
         for seq in seqs:
-            for table in (self.generators, self.bad_words, self.constraints, self.prompt_logprobs):
+            for table in (self.generators, self.prepared, self.prompt_logprobs):
                 table.pop(seq.seq_id, None)
 
     def build(self, batch: ScheduledBatch) -> tuple:
@@ -109,16 +108,15 @@ class SamplingState:
         return sampling, owners
 
     def _fill_rules(self, sampling: SamplingBatch, seqs: list, held: list) -> None:
-        """min_tokens bans, and the token histories that penalties and logit processors read."""
+        """min_tokens bans, and the token histories and processors of rows that edit their logits."""
         if any(held):  # before min_tokens, neither EOS nor a stop token may be drawn
             sampling.banned_token_ids = [sorted(set(s.params.stop_token_ids) | s.eos_token_ids) if wait else []
                                          for s, wait in zip(seqs, held)]
         if any(s.params.needs_output_history for s in seqs):
             sampling.prompt_token_ids = [s.prompt_token_ids for s in seqs]
             sampling.output_token_ids = [s.output_token_ids for s in seqs]
-            sampling.bad_words_ids = [self.bad_words.get(s.seq_id) for s in seqs]
-            if self.constraints:
-                sampling.constraints = [self.constraints.get(s.seq_id) for s in seqs]
+            sampling.prepared = [self.prepared.get(s.seq_id) for s in seqs]
+            sampling.processors = self.processors
 
     def _prompt_rows(self, batch: ScheduledBatch, sampling: SamplingBatch) -> list:
         """Add (token row, target, k) for the prompt positions scored this step; return their sequences."""
@@ -156,11 +154,11 @@ class EngineCore:
         cls = PrefixCachingBlockManager if self.config.enable_prefix_caching else BlockManager
         return cls(self.num_kv_blocks, self.config.block_size)
 
-    def add(self, seqs: list, bad_words_ids: list | None = None, constraints: list | None = None) -> None:
-        """Queue a request's sequences (with its bad words and one token constraint per sequence, if any)."""
+    def add(self, seqs: list, prepared: list | None = None) -> None:
+        """Queue a request's sequences (with what the door prepared for each one's logits processors, if any)."""
         for seq in seqs:
             self.scheduler.add(seq)
-        self.sampling.add(seqs, bad_words_ids, constraints)
+        self.sampling.add(seqs, prepared)
 
     def finish(self, seq, reason: str) -> None:
         """Stop a sequence (a stop string, an abort) and free its blocks."""

@@ -107,7 +107,7 @@ class LLMEngine:
         """Queue a processed request."""
         self._check_open()
         self.output_processor.add_request(request)
-        self.core.add(request.seqs, request.bad_words_ids, request.constraints)
+        self.core.add(request.seqs, request.prepared())
 
     # ---- the loop ---------------------------------------------------------------------------
     def has_unfinished_requests(self) -> bool:

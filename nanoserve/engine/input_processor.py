@@ -38,6 +38,12 @@ class Request:
     arrival_time: float
     constraints: list | None = None  # per sequence: SamplingParams.structured_outputs compiled for this tokenizer
 
+    def prepared(self) -> list | None:
+        """Per sequence, what chapter 17's logits processors read (its bad words as ids, its constraint); None: nothing."""
+        if not self.bad_words_ids and not self.constraints:
+            return None
+        return [{"bad_words_ids": self.bad_words_ids, "constraint": c} for c in self.constraints or [None] * len(self.seqs)]
+
 
 def eos_token_ids(model_path, model_config, tokenizer) -> set:
     """End-of-sequence ids from config.json, generation_config.json and the tokenizer."""

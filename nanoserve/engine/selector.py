@@ -79,8 +79,13 @@ def core_class(config):
 
 
 def make_engine_core(config, model_config) -> EngineCore:
-    """The engine core for a resolved EngineConfig, with its executor built and its KV cache allocated."""
-    return core_class(config)(config, model_config, build_executor(config, model_config))
+    """The engine core for a resolved EngineConfig, with its executor built, its KV cache allocated and vLLM's
+    logits processors plugged in."""
+    from nanoserve.logits_processors import LOGITS_PROCESSORS  # chapter 17
+
+    core = core_class(config)(config, model_config, build_executor(config, model_config))
+    core.sampling.processors = list(LOGITS_PROCESSORS)
+    return core
 
 
 # %% chapters/A2_engine_assembly.ipynb #c005

@@ -245,7 +245,7 @@ class SpecDecodeCore(EngineCore):
         """Whether `seq` may carry drafts: its sampling must not depend on the tokens before each position."""
         p = seq.params
         return (p is None or (not p.needs_output_history and seq.num_output_tokens >= p.min_tokens)) \
-            and seq.seq_id not in self.sampling.constraints and seq.seq_id not in self.sampling.bad_words
+            and seq.seq_id not in self.sampling.prepared
 
     def propose(self, batch: ScheduledBatch) -> tuple:
         """Each row's proposal (decode rows only) and how many of its tokens are real, not padding."""

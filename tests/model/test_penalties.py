@@ -8,7 +8,8 @@ from hf_reference import hf_greedy, hf_model
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
-from nanoserve.sampler import apply_penalties
+from nanoserve.logits_processors import Penalties
+from nanoserve.sampler import SamplingBatch, apply_processors
 
 # chapter 11's AsyncEngineCore runs these loops one step ahead; until it is exported only the sync loop runs
 ASYNC = pytest.param(True, marks=pytest.mark.skipif(find_spec("nanoserve.engine.async_core") is None,
@@ -68,6 +69,13 @@ def test_presence_and_frequency_penalties(checkpoint, hf, overlap):
         params = SamplingParams(temperature=0, max_tokens=12, presence_penalty=presence, frequency_penalty=frequency)
         out = llm_of(checkpoint, overlap).generate({"prompt_token_ids": prompt}, params, use_tqdm=False)
         assert out[0].outputs[0].token_ids == reference_greedy(hf, prompt, 12, presence, frequency)
+
+
+def apply_penalties(logits, params, prompt_ids, output_ids):
+    """`logits` after the Penalties processor, through chapter 06's seam."""
+    sampling = SamplingBatch(params, [None] * len(params), prompt_token_ids=prompt_ids, output_token_ids=output_ids,
+                             processors=[Penalties()])
+    return apply_processors(logits, sampling)
 
 
 def test_apply_penalties_by_hand():

@@ -127,7 +127,7 @@ def test_added_tokens_that_are_not_special_are_text_to_the_grammar(llm):
 def test_masks_of_many_rows_at_once_equal_one_at_a_time(checkpoint):
     import torch
 
-    from nanoserve.sampler import apply_constraints
+    from nanoserve.logits_processors import apply_constraints
     from nanoserve.tokenizer import load_tokenizer
 
     tok = load_tokenizer(checkpoint)

@@ -35,12 +35,14 @@ def test_repetition_penalty_outside_float32_safe_range_is_rejected(penalty):
 
 @pytest.mark.parametrize("penalty", [1e-5, 1e5])
 def test_repetition_penalty_at_its_bounds_keeps_logits_finite(penalty):
-    from nanoserve.sampler import apply_penalties
+    from nanoserve.logits_processors import Penalties
+    from nanoserve.sampler import SamplingBatch, apply_processors
 
     logits = torch.randn(1, 50) * 30
     logits[0, 3] = 0.0
     params = [SamplingParams(repetition_penalty=penalty)]
-    out = apply_penalties(logits, params, [[3, 4, 5]], [[6]])
+    out = apply_processors(logits, SamplingBatch(params, [None], prompt_token_ids=[[3, 4, 5]], output_token_ids=[[6]],
+                                                 processors=[Penalties()]))
     assert torch.isfinite(out).all()
 
 

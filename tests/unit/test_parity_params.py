@@ -7,7 +7,7 @@ from nanoserve.engine.detokenizer import IncrementalDetokenizer
 from nanoserve.llm import LLM
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.sampling import SamplingParams
-from nanoserve.sampler import bad_word_bans
+from nanoserve.logits_processors import bad_word_bans
 
 
 @pytest.fixture(scope="module")
