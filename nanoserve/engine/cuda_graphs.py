@@ -153,8 +153,8 @@ class DecodeGraphRunner:
         self.hidden = torch.zeros(n, runner.model_config.hidden_size, dtype=runner.dtype, device=runner.device)
         self.tokens = torch.zeros(n, dtype=torch.int64, device=runner.device)
 
-    def _capture(self) -> None:
-        """A forward graph per bucket, largest first, then the head graphs; one memory pool for all."""
+    def _capture_setup(self) -> tuple:
+        """(on CUDA?, the one memory pool, the generator head graphs sample with); refuses an uncapturable backend."""
         on_cuda = self.runner.device.type == "cuda"
         if on_cuda and not getattr(self.runner.backend, "supports_cuda_graphs", False):
             raise ValueError(f"the {self.runner.backend.name!r} attention backend cannot be captured in a CUDA "
@@ -163,6 +163,11 @@ class DecodeGraphRunner:
         generator = self.runner.generator
         if on_cuda and not hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
             generator = None  # an older torch: only its default CUDA generator is graph-safe
+        return on_cuda, pool, generator
+
+    def _capture(self) -> None:
+        """A forward graph per bucket, largest first, then the head graphs; one memory pool for all."""
+        on_cuda, pool, generator = self._capture_setup()
         for bucket in reversed(self.decode.buckets):
             batch = self.batches[bucket] = self.decode.batch(self.common, self.own, bucket, self.runner.kv_caches)
             fn = self._forward_fn(batch, bucket)

@@ -10,7 +10,7 @@ from dataclasses import dataclass
 import numpy as np
 import torch
 
-from nanoserve.engine.cuda_graphs import StaticInputs, capture_graph, graph_sample
+from nanoserve.engine.cuda_graphs import DecodeGraphRunner, StaticInputs, capture_graph
 from nanoserve.sampler import SamplerOutput
 
 
@@ -51,40 +51,16 @@ class DecodeVariant:
 
 
 # %% chapters/12_mixed_step_graphs.ipynb #c018
-class GraphRunner:
+class GraphRunner(DecodeGraphRunner):
     """The Executor of a ModelRunner whose steps replay CUDA graphs: one per (attention variant, token bucket),
-    then small head graphs (LM head + sampling) per row count. Off CUDA the same functions run uncaptured."""
+    then small head graphs (LM head + sampling) per row count. Off CUDA the same functions run uncaptured.
+    Chapter 09's runner lends the Executor protocol and the head graphs; capture and replay are per variant."""
 
     def __init__(self, runner, variants: list):
-        self.runner, self.model, self.variants = runner, runner.model, list(variants)
+        super().__init__(runner, decode=None)  # no single decode: every kind of step is a variant
+        self.variants = list(variants)
         self.sample_in_graph = True  # capture head graphs (LM head + sampling); set False before capture: forward only
-        self.graphs, self.head_graphs, self.batches = {}, {}, {}
         self.replays = {v.name: 0 for v in self.variants}  # steps each variant replayed
-        self.common = self.own = self.hidden = self.tokens = None
-
-    # ---- the Executor protocol, delegated to the runner where graphs change nothing -------------
-    @property
-    def num_eager_steps(self) -> int:
-        return self.runner.num_eager_steps
-
-    def profile_num_kv_blocks(self) -> int:
-        return self.runner.profile_num_kv_blocks()
-
-    def init_kv_cache(self, num_blocks: int) -> None:
-        """The runner's cache, then every graph over it."""
-        self.runner.init_kv_cache(num_blocks)
-        self._allocate()
-        with torch.inference_mode():
-            self._capture()
-
-    def shutdown(self) -> None:
-        """Drop the graphs (they hold the pool and point into the cache) before the cache."""
-        self.graphs, self.head_graphs, self.batches = {}, {}, {}
-        self.runner.shutdown()
-
-    def execute(self, batch, sampling):
-        """One step: prepare, then `run`."""
-        return self.run(self.runner.prepare(batch, sampling), sampling)
 
     def prepare(self, batch, sampling=None):
         """The runner's step inputs, for a caller that prepares a step apart from `run`."""
@@ -131,14 +107,7 @@ class GraphRunner:
 
     def _capture(self) -> None:
         """Every forward graph, largest bucket first, then the head graphs; one memory pool for all."""
-        on_cuda = self.runner.device.type == "cuda"
-        if on_cuda and not getattr(self.runner.backend, "supports_cuda_graphs", False):
-            raise ValueError(f"the {self.runner.backend.name!r} attention backend cannot be captured in a CUDA "
-                             "graph (it synchronises with the host); use the flash backend or enforce_eager=True")
-        pool = torch.cuda.graph_pool_handle() if on_cuda else None
-        generator = self.runner.generator
-        if on_cuda and not hasattr(torch.cuda.CUDAGraph, "register_generator_state"):
-            generator = None  # an older torch: only its default CUDA generator is graph-safe
+        on_cuda, pool, generator = self._capture_setup()
         head_rows = set()
         for v in self.variants:
             for bucket in reversed(v.buckets):
@@ -163,17 +132,6 @@ class GraphRunner:
             hidden = self.model(c["input_ids"][:bucket], c["positions"][:bucket], batch)
             torch.index_select(hidden, 0, c["logits_indices"][:rows], out=self.hidden[:rows])
         return forward
-
-    def _head_fn(self, rows: int, greedy: bool, generator):
-        """What a head graph holds: the LM head, argmax or temperature sampling, the tokens into a static output."""
-        c = self.common
-
-        def head():
-            logits = self.model.compute_logits(self.hidden[:rows])
-            picked = logits.argmax(-1) if greedy else graph_sample(logits, c["temperature"][:rows], c["greedy"][:rows],
-                                                                   generator)
-            self.tokens[:rows].copy_(picked)
-        return head
 
     # ---- replay ----------------------------------------------------------------------------
     def plan(self, step):
