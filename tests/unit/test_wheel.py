@@ -41,7 +41,8 @@ def test_the_wheel_ships_the_engine_and_the_bench_only(tmp_path):
 def test_an_editable_install_puts_the_checkout_on_the_path(tmp_path):
     """So `from course...` works in chapters/ (Jupyter's cwd), where the package list no longer names it."""
     src = copy_sources(tmp_path / "src")
-    pip("install", "-e", str(src), "--prefix", str(tmp_path / "prefix"), cwd=tmp_path)
+    # --ignore-installed: without it pip first uninstalls the checkout's own editable install from the running venv
+    pip("install", "-e", str(src), "--prefix", str(tmp_path / "prefix"), "--ignore-installed", cwd=tmp_path)
     site = next((tmp_path / "prefix").glob("lib/python*/site-packages"))
     (src / "chapters").mkdir()
     probe = f"import site; site.addsitedir({str(site)!r}); import course, nanoserve; print(course.__file__)"
