@@ -163,7 +163,10 @@ class AsyncEngineCore(EngineCore):
         if self.to_advance is not None:
             self.scheduler.advance(self.to_advance)  # step n's tokens now count as pending
             self.to_advance = None
-        batch = self.scheduler.schedule()
+        return self._run_ahead(self.scheduler.schedule())
+
+    def _run_ahead(self, batch: ScheduledBatch) -> EngineCoreOutput:
+        """Launch `batch` (if any), then finish the step in flight; the finished step's output."""
         done = None
         if self.in_flight is not None and needs_host_tokens(batch, self.scheduler.pending):
             done = self._finish()  # a logits rule needs step n's tokens on the host: no overlap this once

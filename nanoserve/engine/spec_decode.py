@@ -311,7 +311,7 @@ class SpecDecodeCore(EngineCore):
 
 
 # %% chapters/18_speculative_decoding.ipynb #c041
-from nanoserve.engine.async_core import AsyncEngineCore, AsyncScheduler, needs_host_tokens, without_finished
+from nanoserve.engine.async_core import AsyncEngineCore, AsyncScheduler, without_finished
 
 
 class AsyncSpecScheduler(AsyncScheduler, SpecScheduler):
@@ -335,27 +335,24 @@ class OverlappedSpecDecodeCore(AsyncEngineCore, SpecDecodeCore):
                    for seq, n, s in zip(batch.seqs, batch.num_new_tokens, batch.samples))
 
     def step(self) -> EngineCoreOutput:
-        """A deferred verify step first; else schedule, then verify (after the step in flight) or launch."""
+        """A deferred verify step first; else chapter 11's step, whose `_run_ahead` is the one below."""
         if self.deferred is not None:
             batch, self.deferred = without_finished(self.deferred), None
             return self._verified(batch) if not batch.is_empty else EngineCoreOutput(ScheduledBatch())
-        if self.to_advance is not None:
-            self.scheduler.advance(self.to_advance)
-            self.to_advance = None
-        batch = self.scheduler.schedule()
-        verify = not batch.is_empty and self.proposes(batch)
-        if self.in_flight is not None and (verify or needs_host_tokens(batch, self.scheduler.pending)):
-            self.deferred = None if batch.is_empty else batch  # its inputs need the tokens in flight
-            return self._finish()
-        if verify:
+        return super().step()
+
+    def _run_ahead(self, batch: ScheduledBatch) -> EngineCoreOutput:
+        """Chapter 11's launch, unless a decode row proposes: then verify now, or after the step in flight."""
+        if batch.is_empty or not self.proposes(batch):
+            return super()._run_ahead(batch)
+        if self.in_flight is None:
             return self._verified(batch)
-        if batch.is_empty and self.in_flight is None:
-            return self._nothing_scheduled(batch)
-        launched = None if batch.is_empty else self._launch(batch)
-        self.launched += launched is not None
-        done = self._finish() if self.in_flight is not None else None
-        self.in_flight, self.to_advance = launched, batch if launched is not None else None
-        return done if done is not None else EngineCoreOutput(ScheduledBatch())
+        self.deferred = batch  # its inputs need the tokens in flight
+        return self._finish()
+
+    def _launch(self, batch: ScheduledBatch):
+        self.launched += 1
+        return super()._launch(batch)
 
     def _verified(self, batch: ScheduledBatch) -> EngineCoreOutput:
         self.verified += 1
