@@ -46,15 +46,19 @@ def load_figures_tool():
 # <<< figures hook
 
 
+def plain_text(exc: Exception) -> str:
+    """A failed execution's traceback without terminal colours."""
+    return re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
+
+
 def tail_of(exc: Exception, lines: int = 25) -> str:
-    """The last lines of a failed execution's traceback, without terminal colours."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))
-    return "\n".join("    " + l for l in text.splitlines()[-lines:])
+    """The last lines of a failed execution's traceback, indented."""
+    return "\n".join("    " + l for l in plain_text(exc).splitlines()[-lines:])
 
 
 def first_error_line(exc: Exception) -> str:
     """The most telling line of a failed execution (the exception name and message)."""
-    text = re.sub(r"\x1b\[[0-9;]*m", "", str(exc))  # drop terminal colours from the traceback
+    text = plain_text(exc)
     lines = [l for l in text.splitlines() if l.strip()]
     named = [l for l in lines if "Error" in l or "Exception" in l]
     where = [l.replace("---->", "").strip() for l in lines if l.lstrip().startswith("---->")]  # the failing line
