@@ -25,3 +25,21 @@ def test_speculative_greedy_is_fp32_argmax_or_near_ties_and_uses_verify_graphs(g
     assert stats.eager_steps == 0, "every step should replay a graph"
     llm.shutdown()
     assert_fp32_argmax_or_near_ties(gguf_path, outs)
+
+
+@pytest.mark.parametrize("overlap", [False, True])
+def test_speculative_greedy_under_preemption_is_fp32_argmax_or_near_ties(gguf_path, overlap):
+    """Three 256-token blocks for three sequences that each outgrow one block: some are preempted and recomputed."""
+    from nanoserve import LLM, SamplingParams
+
+    llm = LLM(str(gguf_path), dtype="bfloat16", max_model_len=768, num_kv_blocks=3, speculative_config=SPEC,
+              async_scheduling=overlap)
+    chats = [[{"role": "user", "content": f"Repeat this text exactly, word for word:\n\n{PASSAGE}"}],
+             [{"role": "user", "content": "Tell me about the history of the bicycle."}],
+             [{"role": "user", "content": "List the days of the week, then list them again."}]]
+    outs = llm.chat(chats, SamplingParams(temperature=0, max_tokens=300, ignore_eos=True), use_tqdm=False)
+    core = llm.llm_engine.core
+    assert core.scheduler.num_preemptions > 0 and core.stats.num_accepted_tokens > 0
+    assert all(len(o.outputs[0].token_ids) == 300 for o in outs)
+    llm.shutdown()
+    assert_fp32_argmax_or_near_ties(gguf_path, outs)
