@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Tests chapter 15's candidate "FA3 is the gap" (issue 36): vLLM with its default attention (FlashAttention 3 on
+# Hopper) and with VLLM_FLASH_ATTN_VERSION=2, beside nanoserve (flash-attn 2), on the long-prompt and the random
+# workload, back to back in one call on random Qwen3-0.6B weights. vLLM comes from the eight
+# `spec_call.sh stash spec/NN` calls just before; carry .gpu/spec/08, .gpu/spec/SHA256, the flash-attn wheel and
+# .gpu/wheels.
+#
+#   OUT=$OUT bash scripts/gpu/vllm_fa_versions.sh     (then $OUT/fa3/results.json, $OUT/fa2/results.json)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+S=/root/stash; OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT" "$S/spec"
+if [ ! -d /tmp/vsite/vllm ]; then
+  cp .gpu/spec/08/* "$S/spec/" && cat "$S"/spec/part* > /tmp/all.tar
+  echo "$(cat .gpu/spec/SHA256)  /tmp/all.tar" | sha256sum -c - || exit 1
+  mkdir -p /tmp/pack && tar xf /tmp/all.tar -C /tmp/pack && rm /tmp/all.tar
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/vsite /tmp/pack/w/*.whl || exit 1
+fi
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl 2>/dev/null
+export CONFIG=qwen3-0.6b MODEL=/tmp/qwen3-0.6b WORKLOADS=${WORKLOADS:-prefill-bound,random} RUNS=${RUNS:-5}
+OUT=$OUT/fa3 ENGINES="nanoserve vllm" TAG=h200-vllm-default bash scripts/gpu/bench_all.sh | tail -12
+OUT=$OUT/fa2 ENGINES=vllm TAG=h200-vllm-fa2 VLLM_FLASH_ATTN_VERSION=2 bash scripts/gpu/bench_all.sh | tail -8
+grep -h "FlashAttention version\|attention backend" "$OUT"/fa*/vllm_said.txt | cut -c1-200
+echo "vllm_fa_versions: done after ${SECONDS} s"
