@@ -5,13 +5,15 @@ __all__ = ['USAGE', 'ServeParser', 'serve_parser', 'engine_args', 'missing_serve
 
 # %% chapters/A6_serving_hardening.ipynb #c064
 import argparse
-import json
 import os
 import sys
 
+from pydantic import TypeAdapter, ValidationError
+
 from nanoserve.engine.arg_utils import EngineArgs, FlexibleArgumentParser, add_rule_flags
 from nanoserve.entrypoints.limits import ServerLimits
-from nanoserve.entrypoints.protocol import RESERVED_TEMPLATE_KWARGS
+from nanoserve.entrypoints.protocol import REASONING_PARSERS, TemplateKwargs
+from nanoserve.entrypoints.tool_parsers import TOOL_CALL_PARSERS
 from nanoserve.fields import rules_of
 
 USAGE = """usage: nanoserve <command> ...   (nanoserve --version: the installed version)
@@ -44,7 +46,7 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
     p.add_argument("--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"])
     p.add_argument("--chat-template", default=None, help="a Jinja chat template (a file, or the text itself) "
                    "that replaces the model's")
-    p.add_argument("--default-chat-template-kwargs", type=_json_object, default=None,
+    p.add_argument("--default-chat-template-kwargs", type=_template_kwargs, default=None,
                    help='JSON template arguments under every chat request\'s own, e.g. \'{"enable_thinking": false}\'')
     p.add_argument("--root-path", default="", help="the path prefix when served behind a proxy")
     p.add_argument("--ssl-keyfile", default=None)
@@ -55,11 +57,11 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
     p.add_argument("--disable-log-requests", action="store_true", help="vLLM's older flag: no request log (the default)")
     p.add_argument("--uvicorn-log-level", default=None, choices=["critical", "error", "warning", "info", "debug",
                                                                  "trace"], help="uvicorn's own log level")
-    p.add_argument("--reasoning-parser", default=None, choices=["qwen3"],
+    p.add_argument("--reasoning-parser", default=None, choices=sorted(REASONING_PARSERS),
                    help="split <think>...</think> into the message's reasoning (and reasoning_content)")
     p.add_argument("--enable-auto-tool-choice", action="store_true",
                    help='let the model decide to call tools (tool_choice "auto"); needs --tool-call-parser')
-    p.add_argument("--tool-call-parser", default=None, choices=["hermes", "qwen3", "llama3_json"],
+    p.add_argument("--tool-call-parser", default=None, choices=sorted(TOOL_CALL_PARSERS),
                    help="how tool calls look in the model's text: hermes (= qwen3: <tool_call> tags) or "
                         "llama3_json")
     g = p.add_argument_group("what one request may ask (the door's bounds)")
@@ -70,18 +72,12 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
     return p
 
 
-def _json_object(text: str) -> dict:
+def _template_kwargs(text: str) -> dict:
     """--default-chat-template-kwargs: a JSON object that sets none of the server's own template arguments."""
     try:
-        value = json.loads(text)
-    except json.JSONDecodeError as err:
-        raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text!r}") from None
-    if not isinstance(value, dict):
-        raise argparse.ArgumentTypeError(f"must be a JSON object, got {text!r}")
-    clash = sorted(RESERVED_TEMPLATE_KWARGS & set(value))
-    if clash:
-        raise argparse.ArgumentTypeError(f"may not set {clash}: the server sets them itself")
-    return value
+        return TypeAdapter(TemplateKwargs).validate_json(text)
+    except ValidationError as err:
+        raise argparse.ArgumentTypeError(err.errors()[0]["msg"].removeprefix("Value error, ")) from None
 
 
 def engine_args(args, parser) -> EngineArgs:

@@ -31,10 +31,7 @@ class RequestGroup:
         self.num_output_tokens = dict.fromkeys(request_ids, 0)
         self.ended: RequestAborted | None = None  # set when the server ended the group early
 
-    def __aiter__(self):
-        return self._deltas()
-
-    async def _deltas(self):
+    async def __aiter__(self):
         """Yield every RequestOutput delta until all requests of the group have finished."""
         while self.unfinished:
             items = await self.queue.get()  # one engine step's outputs: they reached this loop together
@@ -287,8 +284,7 @@ class AsyncLLM:
         return cls(LLMEngine.from_engine_args(engine_args))
 
     async def generate(self, prompt, sampling_params, request_id: str):
-        """Yield RequestOutputs as the request runs: cumulative (vLLM's default), or as params.output_kind says
-        (DELTA: each step's new tokens; FINAL_ONLY: one at the end); closing the generator aborts the request."""
+        """RequestOutputs as it runs: cumulative (vLLM's default) or per params.output_kind; closing aborts it."""
         if request_id in self._groups:
             raise ValueError(f"request id {request_id!r} is already running")
         sampling_params = sampling_params or self.engine.engine.get_default_sampling_params()

@@ -56,8 +56,7 @@ class ChatDeltas:
 
 
 def _message(text: str, reasoning_parser: str | None, tools=None, include_reasoning: bool = True) -> dict:
-    """The assistant message; with a reasoning parser the thinking goes to `reasoning` (and `reasoning_content`)
-    unless the request said `include_reasoning: false`, with a tool-call parser (`tools`) the calls go to `tool_calls`."""
+    """The assistant message: thinking in `reasoning` (and `reasoning_content`), calls in `tool_calls`."""
     message = {"role": "assistant", "content": text}
     if reasoning_parser is not None:
         thought, message["content"] = split_reasoning(text, reasoning_parser)
@@ -69,9 +68,9 @@ def _message(text: str, reasoning_parser: str | None, tools=None, include_reason
     return message
 
 
-def chat_body(req: GenerateRequest, group, outputs: list, name: str, created: int, rid: str,
-              reasoning_parser: str | None = None, tool_call_parser: str | None = None) -> dict:
-    """A whole /v1/chat/completions response."""
+def chat_body(req: GenerateRequest, group, outputs: list, head: dict, reasoning_parser: str | None = None,
+              tool_call_parser: str | None = None) -> dict:
+    """A whole /v1/chat/completions response under `head` (id, object, created, model)."""
     choices = []
     for c in outputs[0].outputs:
         message = _message(c.text, reasoning_parser, _tool_stream(req, tool_call_parser), req.include_reasoning)
@@ -79,5 +78,4 @@ def chat_body(req: GenerateRequest, group, outputs: list, name: str, created: in
                         "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
                         "finish_reason": _chat_finish(req, c.finish_reason, bool(message.get("tool_calls"))),
                         "stop_reason": c.stop_reason})
-    return {"id": rid, "object": "chat.completion", "created": created, "model": name, "choices": choices,
-            "usage": group_usage(group)}
+    return {**head, "choices": choices, "usage": group_usage(group)}

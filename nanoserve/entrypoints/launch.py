@@ -12,11 +12,7 @@ logger = logging.getLogger("nanoserve.server")
 
 
 def graceful_server(app, **config):
-    """A uvicorn Server that, asked to stop (SIGTERM, SIGINT, should_exit), first ends every open request.
-
-    Streams then end with an error event and [DONE], plain requests with a 503; uvicorn stops accepting,
-    waits for those answers to go out, and returns normally (it would otherwise re-raise the signal,
-    killing the process before the engine is shut down)."""
+    """A uvicorn Server that, asked to stop, first ends every open request (503, or a stream's last event)."""
     import uvicorn
 
     class GracefulServer(uvicorn.Server):

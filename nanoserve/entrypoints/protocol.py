@@ -4,11 +4,12 @@ __all__ = ['RequestError', 'ERROR_TYPES', 'error_body', 'UNION_TAG', 'validation
            'StreamOptions', 'ResponseFormat', 'StructuredOutputs', 'Function', 'Tool', 'ToolName', 'NamedToolChoice',
            'SAMPLING_FIELDS', 'UNSUPPORTED', 'KINDS', 'ScalarSampling', 'GenerationBody', 'generation_defaults_of',
            'TokenIds', 'CompletionRequest', 'completion_request', 'parse_completion_request',
-           'RESERVED_TEMPLATE_KWARGS', 'ChatCompletionRequest', 'chat_request', 'parse_chat_request', 'FIELD_NAMES',
-           'LOGPROB_FLOOR', 'token_logprobs', 'completion_logprobs', 'echo_choice', 'prompt_logprobs_json',
-           'chat_logprobs', 'usage', 'group_usage', 'finish_reason', 'REASONING_PARSERS', 'REASONING_FIELDS',
-           'ReasoningSplitter', 'partial_tag', 'split_reasoning', 'parse_tools', 'tool_schema', 'GUIDED_FIELDS',
-           'output_constraint', 'structured_outputs_params']
+           'RESERVED_TEMPLATE_KWARGS', 'check_template_kwargs', 'TemplateKwargs', 'ChatCompletionRequest',
+           'chat_request', 'parse_chat_request', 'FIELD_NAMES', 'LOGPROB_FLOOR', 'token_logprobs',
+           'completion_logprobs', 'echo_choice', 'prompt_logprobs_json', 'chat_logprobs', 'usage', 'group_usage',
+           'finish_reason', 'REASONING_PARSERS', 'REASONING_FIELDS', 'ReasoningSplitter', 'partial_tag',
+           'split_reasoning', 'parse_tools', 'tool_schema', 'GUIDED_FIELDS', 'output_constraint',
+           'structured_outputs_params']
 
 
 # %% chapters/A6_serving_hardening.ipynb #c005
@@ -19,7 +20,8 @@ import re
 from dataclasses import dataclass, field
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator, model_validator
+from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator,
+                      model_validator)
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 
@@ -94,8 +96,7 @@ class GenerateRequest:
     prompt_only: bool = False  # echo with max_tokens 0: the prompt alone (the engine still makes one token)
 
     def completion_choice(self, c, index: int, out=None, echo: tuple | None = None, offset: int = 0) -> dict:
-        """A completions choice: a stream delta at `offset`, or whole with `out` (its RequestOutput); `echo`
-        (the prompt's text and its first token's) puts the prompt in front."""
+        """A completions choice: a stream delta at `offset`, or whole with `out`; `echo` puts the prompt first."""
         choice = {"index": index, "text": c.text,
                   "logprobs": completion_logprobs(c.token_ids, c.logprobs, self.top_logprobs, offset),
                   "finish_reason": finish_reason(c.finish_reason), "stop_reason": c.stop_reason}
@@ -215,9 +216,7 @@ class GenerationBody(ScalarSampling):
 
 def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict | None = None,
                      constraint: tuple | None = None, prompt_logprobs: int | None = None) -> SamplingParams:
-    """SamplingParams from the body over `defaults` (generation_config.json's); door checks become 400s.
-
-    `constraint` is (the body field it came from, StructuredOutputsParams' keyword arguments)."""
+    """SamplingParams from the body over `defaults`; `constraint`: (its field, StructuredOutputsParams kwargs)."""
     given = {**{f: getattr(body, f) for f in SAMPLING_FIELDS}, "max_tokens": max_tokens, "logprobs": logprobs,
              "prompt_logprobs": prompt_logprobs}
     kwargs = {**{k: v for k, v in (defaults or {}).items() if k != "max_tokens"},
@@ -295,6 +294,17 @@ RESERVED_TEMPLATE_KWARGS = {"conversation", "messages", "tools", "documents", "a
                             "tokenizer_kwargs"}
 
 
+def check_template_kwargs(kwargs: dict) -> dict:
+    """chat_template_kwargs that set none of apply_chat_template's own arguments."""
+    clash = sorted(RESERVED_TEMPLATE_KWARGS & set(kwargs))
+    if clash:
+        raise ValueError(f"may not set {clash}: the server sets them itself")
+    return kwargs
+
+
+TemplateKwargs = Annotated[dict[str, Any], AfterValidator(check_template_kwargs)]
+
+
 class ChatCompletionRequest(GenerationBody):
     """A /v1/chat/completions body."""
 
@@ -306,7 +316,7 @@ class ChatCompletionRequest(GenerationBody):
     tool_choice: Literal["none", "auto", "required"] | NamedToolChoice | None = None
     parallel_tool_calls: bool = True
     chat_template: str | None = None
-    chat_template_kwargs: dict[str, Any] | None = None
+    chat_template_kwargs: TemplateKwargs | None = None
     add_generation_prompt: bool = True
     include_reasoning: bool = True  # False: no reasoning field in the answer
 
@@ -317,14 +327,6 @@ class ChatCompletionRequest(GenerationBody):
             return check_conversations(messages)[0]
         except TypeError as e:  # pydantic reports ValueErrors
             raise ValueError(str(e)) from None
-
-    @field_validator("chat_template_kwargs")
-    @classmethod
-    def _not_reserved(cls, kwargs):
-        clash = sorted(RESERVED_TEMPLATE_KWARGS & set(kwargs or ()))
-        if clash:
-            raise ValueError(f"may not set {clash}: the server sets them itself")
-        return kwargs
 
     @model_validator(mode="after")
     def _pairs(self):
@@ -339,8 +341,7 @@ class ChatCompletionRequest(GenerationBody):
 
 
 def _chat_template_args(body: ChatCompletionRequest, trust_request_chat_template: bool, defaults: dict) -> dict:
-    """apply_chat_template's keyword arguments: the conversation, the generation prompt, the template kwargs
-    (the request's over the server's --default-chat-template-kwargs)."""
+    """apply_chat_template's keyword arguments (the request's template kwargs over the server's)."""
     kwargs = {**defaults, **(body.chat_template_kwargs or {})}
     for where, template in (("chat_template", body.chat_template),
                             ("chat_template_kwargs", kwargs.pop("chat_template", None))):
@@ -422,8 +423,7 @@ def completion_logprobs(token_ids: list, logprobs: list | None, k: int | None, o
 
 
 def echo_choice(choice: dict, c, prompt: str, first_token: str, out, k: int | None, prompt_only: bool) -> dict:
-    """A completions choice with its prompt in front (vLLM's echo): with logprobs its tokens' first, the very
-    first token's None (nothing precedes it); with max_tokens 0 (`prompt_only`) nothing generated."""
+    """A completions choice with its prompt in front (vLLM's echo; `prompt_only`: nothing generated)."""
     if prompt_only:  # the one token the engine made is not part of the answer
         choice, c = {**choice, "text": "", "finish_reason": "length"}, dataclasses.replace(c, token_ids=[], logprobs=[])
     choice = {**choice, "text": prompt + choice["text"]}
@@ -486,25 +486,20 @@ class ReasoningSplitter:
     def feed(self, text: str, final: bool = False) -> tuple:
         """(reasoning, content) of this delta; `final` flushes what was held back."""
         text, self.held = self.held + text, ""
-        reasoning = content = ""
         if self.state == "start":
             if self.start.startswith(text) and not final and len(text) < len(self.start):
                 self.held = text  # may still become <think>
                 return "", ""
-            if text.startswith(self.start):
-                self.state, text = "thinking", text[len(self.start):]
-            else:
-                self.state = "content"
-        if self.state == "thinking":
-            if self.end in text:
-                reasoning, text = text.split(self.end, 1)
-                self.state = "content"
-            else:
-                keep = partial_tag(text, self.end) if not final else 0
-                reasoning, self.held = text[:len(text) - keep], text[len(text) - keep:]
-                return reasoning, ""
-        content = text
-        return reasoning, content
+            self.state = "thinking" if text.startswith(self.start) else "content"
+            text = text.removeprefix(self.start)
+        if self.state == "content":
+            return "", text
+        if self.end in text:
+            self.state = "content"
+            return tuple(text.split(self.end, 1))
+        keep = 0 if final else partial_tag(text, self.end)
+        self.held = text[len(text) - keep:]
+        return text[:len(text) - keep], ""
 
 
 def partial_tag(text: str, tag: str) -> int:
@@ -533,13 +528,14 @@ def parse_tools(body) -> tuple:
 
 
 def tool_schema(tools: list | None, choice: str | None, name: str | None = None, parallel: bool = True) -> dict | None:
-    """The JSON schema a tool_choice forces: the named function's arguments, or for "required" a non-empty
-    array of {"name", "parameters"} calls to any of the tools (vLLM's shapes; one call without `parallel`);
-    None for "auto" and "none"."""
+    """The JSON schema a named or "required" tool_choice forces (vLLM's shapes); None for "auto" and "none"."""
     if choice not in ("named", "required"):
         return None
-    params = {t["function"]["name"]: _closed(t["function"].get("parameters") or {"type": "object", "properties": {}})
+    params = {t["function"]["name"]: t["function"].get("parameters") or {"type": "object", "properties": {}}
               for t in tools}
+    # closed unless it says otherwise (OpenAI's strict calling): else a model may never stop adding keys
+    params = {n: {**p, "additionalProperties": p.get("additionalProperties", False)} if p.get("type") == "object"
+              else p for n, p in params.items()}
     if choice == "named":
         return params[name]
     defs = {}
@@ -554,20 +550,11 @@ def tool_schema(tools: list | None, choice: str | None, name: str | None = None,
     return {**schema, "$defs": defs} if defs else schema
 
 
-def _closed(schema: dict) -> dict:
-    """The arguments schema with no properties beyond the declared ones, unless it says otherwise (as OpenAI's
-    strict function calling): JSON Schema allows extra keys by default, and a model may then never stop adding them."""
-    if schema.get("type") == "object" and "additionalProperties" not in schema:
-        return {**schema, "additionalProperties": False}
-    return schema
-
-
 GUIDED_FIELDS = {"guided_json": "json", "guided_regex": "regex", "guided_choice": "choice", "guided_grammar": "grammar"}
 
 
 def output_constraint(body) -> tuple | None:
-    """(the field, StructuredOutputsParams' keyword arguments) a body asks for: `response_format`, vLLM's
-    `structured_outputs` or its older `guided_*` fields; at most one of them."""
+    """(field, StructuredOutputsParams kwargs) of the one constraint a body asks for, or None."""
     found = []
     fmt, so = body.response_format, body.structured_outputs
     if fmt is not None and fmt.type == "json_object":

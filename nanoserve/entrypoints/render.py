@@ -76,51 +76,42 @@ class _Child:
 
 
 class TemplateRenderer:
-    """Renders chat templates in `workers` child processes; a render past `timeout` seconds is killed."""
+    """Renders chat templates in a child process, one at a time; a render past `timeout` seconds is killed."""
 
-    def __init__(self, tokenizer, timeout: float = 5.0, workers: int = 1):
-        if not timeout > 0 or not isinstance(workers, int) or workers < 1:
-            raise ValueError(f"need timeout > 0 and workers >= 1, got {timeout!r} and {workers!r}")
+    def __init__(self, tokenizer, timeout: float = 5.0):
+        if not timeout > 0:
+            raise ValueError(f"need timeout > 0, got {timeout!r}")
         self.timeout = timeout
         methods = multiprocessing.get_all_start_methods()
         # forkserver: children fork from a clean helper process, never from this one with its threads
         self._ctx = multiprocessing.get_context("forkserver" if "forkserver" in methods else "spawn")
         self._blob = pickle.dumps(tokenizer)
-        self._lock = threading.Lock()
-        self._idle = [_Child(self._ctx, self._blob) for _ in range(workers)]
-        self._threads = ThreadPoolExecutor(workers, thread_name_prefix="nanoserve-template")
+        self._child = _Child(self._ctx, self._blob)
+        self._thread = ThreadPoolExecutor(1, thread_name_prefix="nanoserve-template")  # the child's one caller
         self.killed = 0  # renders stopped by the time limit or by a crash
 
     async def render(self, kwargs: dict) -> str:
         """apply_chat_template(tokenize=False, **kwargs) off the event loop; TemplateError on any failure."""
-        return await asyncio.get_running_loop().run_in_executor(self._threads, self._render, kwargs)
+        return await asyncio.get_running_loop().run_in_executor(self._thread, self._render, kwargs)
 
     def _render(self, kwargs: dict) -> str:
-        with self._lock:
-            child = self._idle.pop()
         try:
-            status, value = child.call(kwargs, self.timeout)
+            status, value = self._child.call(kwargs, self.timeout)
         except (TimeoutError, EOFError, OSError) as e:
-            child.kill()
-            child = _Child(self._ctx, self._blob)
+            self._child.kill()
+            self._child = _Child(self._ctx, self._blob)
             self.killed += 1
             if isinstance(e, TimeoutError):
                 raise TemplateError(f"the chat template did not finish within {self.timeout:g} s") from None
             raise TemplateError("the chat template crashed its renderer process") from None
-        finally:
-            with self._lock:
-                self._idle.append(child)
         if status != "ok":
             raise TemplateError(f"the chat template failed: {value}")
         return value
 
     def close(self) -> None:
-        """Stop every child process; safe twice."""
-        self._threads.shutdown(wait=True, cancel_futures=True)
-        with self._lock:
-            children, self._idle = self._idle, []
-        for child in children:
-            child.kill()
+        """Stop the child process; safe twice."""
+        self._thread.shutdown(wait=True, cancel_futures=True)
+        self._child.kill()
 
 
 # %% chapters/A6_serving_hardening.ipynb #c035

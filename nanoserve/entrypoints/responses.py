@@ -7,24 +7,20 @@ __all__ = ['CHAT_TO_RESPONSES', 'FunctionTool', 'FunctionChoice', 'ResponsesRequ
 import uuid
 from typing import Literal
 
-from pydantic import Field, field_validator
+from pydantic import field_validator
 
-from nanoserve.entrypoints.protocol import Body, RequestError
+from nanoserve.entrypoints.protocol import Body, Function, RequestError, ToolName
 
 CHAT_TO_RESPONSES = {"max_tokens": "max_output_tokens", "messages": "input"}  # a refusal's field, in this API
 
 
-class FunctionTool(Body):
+class FunctionTool(Function):
     type: Literal["function"]
-    name: str = Field(min_length=1)
-    description: str | None = None
-    parameters: dict | None = None  # a JSON schema of the arguments
     strict: bool | None = None
 
 
-class FunctionChoice(Body):
+class FunctionChoice(ToolName):
     type: Literal["function"]
-    name: str
 
 
 class ResponsesRequest(Body):

@@ -44,6 +44,20 @@ def _call_from_json(obj, args_keys=("arguments", "parameters")) -> ToolCall | No
     return ToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
 
 
+def _json_values(text: str, at: int, gaps: str):
+    """(value, end) of each complete JSON value in `text` from `at` on, skipping the `gaps` characters between."""
+    decoder = json.JSONDecoder()
+    while True:
+        while at < len(text) and text[at] in gaps:
+            at += 1
+        try:
+            value, end = decoder.raw_decode(text, at)
+        except json.JSONDecodeError:  # incomplete (or not JSON): the caller waits for more, or gives up
+            return
+        yield value, end
+        at = end
+
+
 class ToolCallStream:
     """The base of every parser: feed text deltas, get (content delta, finished ToolCalls) back."""
 
@@ -130,8 +144,7 @@ class HermesToolCalls(ToolCallStream):
 
 
 class Llama3JsonToolCalls(ToolCallStream):
-    """Llama 3's format: the whole answer is `{"name": ..., "parameters": {...}}` (several joined by `;`),
-    optionally after `<|python_tag|>`; any other answer is content."""
+    """Llama 3's format: the answer is `{"name": ..., "parameters": {...}}` (`;`-joined, maybe tagged)."""
 
     TAG = "<|python_tag|>"
 
@@ -159,59 +172,26 @@ class Llama3JsonToolCalls(ToolCallStream):
         return text, []
 
     def _parse_calls(self, text: str) -> list:
-        text = text.strip()
-        if text.startswith(self.TAG):
-            text = text[len(self.TAG):].lstrip()
-        decoder, calls, at = json.JSONDecoder(), [], 0
-        while at < len(text):
-            try:
-                obj, end = decoder.raw_decode(text, at)
-            except json.JSONDecodeError:
-                return []
-            call = _call_from_json(obj, ("parameters", "arguments"))
-            if call is None:
-                return []
-            calls.append(call)
-            at = end
-            while at < len(text) and text[at] in " \t\r\n;":
-                at += 1
-        return calls
+        text = text.strip().removeprefix(self.TAG)
+        found = list(_json_values(text, 0, " \t\r\n;"))
+        calls = [_call_from_json(obj, ("parameters", "arguments")) for obj, _ in found]
+        end = found[-1][1] if found else 0
+        return calls if calls and None not in calls and not text[end:].strip(" \t\r\n;") else []
 
 
 class RequiredToolCalls(ToolCallStream):
-    """tool_choice "required": the constrained answer is a JSON array of {"name", "parameters"}; a call is
-    passed on as soon as its array element closes."""
+    """tool_choice "required": a JSON array of {"name", "parameters"}; each call out once its element closes."""
 
     def __init__(self, limit: int | None = None):
         super().__init__(limit)
-        self.text, self.scanned, self.depth, self.in_string, self.escaped, self.start = "", 0, 0, False, False, None
+        self.text, self.at = "", 0  # the answer so far; where its next array element may start
 
     def _feed(self, text: str, final: bool) -> tuple:
         self.text += text
         calls = []
-        for i in range(self.scanned, len(self.text)):
-            ch = self.text[i]
-            if self.in_string:
-                self.escaped, self.in_string = (False, True) if self.escaped else (ch == "\\", ch != '"')
-                continue
-            if ch == '"':
-                self.in_string = True
-            elif ch in "[{":
-                self.depth += 1
-                if self.depth == 2:
-                    self.start = i
-            elif ch in "]}":
-                if self.depth == 2 and self.start is not None:
-                    try:
-                        call = _call_from_json(json.loads(self.text[self.start:i + 1]), ("parameters", "arguments"))
-                    except json.JSONDecodeError:
-                        call = None
-                    if call is not None:
-                        calls.append(call)
-                    self.start = None
-                self.depth -= 1
-        self.scanned = len(self.text)
-        return "", calls
+        for obj, self.at in _json_values(self.text, self.at, " \t\r\n[,"):
+            calls.append(_call_from_json(obj, ("parameters", "arguments")))
+        return "", [c for c in calls if c is not None]
 
 
 class NamedToolCall(ToolCallStream):

@@ -79,7 +79,7 @@ def test_template_renderer_ignores_sigint(tiny_model_dir):
     chat = {"conversation": [{"role": "user", "content": "Hi!"}], "add_generation_prompt": True}
     try:
         before = asyncio.run(renderer.render(chat))  # the child has started and set up its signals
-        child = renderer._idle[0].proc
+        child = renderer._child.proc
         os.kill(child.pid, signal.SIGINT)
         time.sleep(0.5)
         assert child.is_alive() and child.exitcode is None
