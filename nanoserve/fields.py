@@ -40,10 +40,6 @@ def rules_of(cls) -> dict:
     return {f.name: f.metadata["rule"] for f in dataclasses.fields(cls) if "rule" in f.metadata}
 
 
-def _describe(value) -> str:
-    return f"{type(value).__name__} {reprlib.repr(value)}"
-
-
 _KIND_TESTS = {"int": (is_int, "an int"), "float": (lambda v: is_number(v) and not math.isnan(v), "a number"),
                "bool": (lambda v: isinstance(v, bool), "a bool"), "str": (lambda v: isinstance(v, str), "a str"),
                "json": (lambda v: isinstance(v, dict), "a dict"), "any": (lambda v: True, "anything")}
@@ -53,7 +49,8 @@ def _check_kind(name: str, value, rule: Rule):
     """TypeError unless `value` is of the rule's kind; a number comes back as a float."""
     test, what = _KIND_TESTS[rule.kind]
     if not test(value):
-        raise TypeError(f"{name} must be {what}{' or None' if rule.optional else ''}, got {_describe(value)}")
+        got = f"{type(value).__name__} {reprlib.repr(value)}"
+        raise TypeError(f"{name} must be {what}{' or None' if rule.optional else ''}, got {got}")
     return float(value) if rule.kind == "float" else value
 
 

@@ -13,8 +13,6 @@ from nanoserve.fields import Rule, check_field, check_fields, field
 
 GREEDY_TEMPERATURE = 1e-5  # below this, dividing by the temperature overflows: treat as greedy
 MAX_LOGPROBS = 20  # vLLM's default cap on top log-probabilities per token
-# logits are float32: a penalty outside this range rounds to 0 or inf there and turns logits into inf/nan
-MIN_REPETITION_PENALTY, MAX_REPETITION_PENALTY = 1e-5, 1e5
 
 
 def _stop_list(name: str, stop) -> list:
@@ -27,22 +25,16 @@ def _stop_list(name: str, stop) -> list:
     return list(stop)
 
 
-def _token_ids(name: str, ids) -> list:
+def _token_ids(name: str, ids, non_empty: bool = False) -> list:
     """A list of non-negative token ids (None: none)."""
-    if ids is None:
-        return []
-    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple)):
+    if isinstance(ids, (str, bytes)) or not isinstance(ids, (list, tuple, type(None))):
         raise TypeError(f"{name} must be a list of ints, got {ids!r}")
-    for t in ids:
-        check_field(name, t, Rule("int", ge=0))
-    return list(ids)
-
-
-def _allowed_ids(name: str, ids) -> list:
-    """A non-empty list of token ids."""
-    if not _token_ids(name, ids):
+    if non_empty and not ids:
         raise ValueError(f"{name} must not be empty")
-    return list(ids)
+    return [check_field(name, t, Rule("int", ge=0)) for t in ids or ()]
+
+
+_allowed_ids = functools.partial(_token_ids, non_empty=True)  # allowed_token_ids: at least one
 
 
 def _logit_bias(name: str, bias) -> dict:
@@ -87,12 +79,7 @@ def _constraint(name: str, spec):
 # %% chapters/06_sampling.ipynb #c011
 @dataclass
 class SamplingParams:
-    """Per-request generation settings, with vLLM's names and meanings; checked on creation.
-
-    Edge values, as in vLLM: temperature below 1e-5 is greedy; top_k beyond the vocabulary keeps
-    every token; any top_p in (0, 1] keeps at least the most likely token (a top_p that rounds to 0
-    in float32 means "only the best token"); repetition_penalty must lie in [1e-5, 1e5], outside
-    which float32 logits would overflow; seed must fit in 64 bits; greedy sampling takes n=1."""
+    """Per-request generation settings, with vLLM's names, meanings and edge values; checked on creation."""
 
     n: int = field(1, Rule("int", ge=1, help="completions per prompt"))
     temperature: float = field(1.0, Rule("float", ge=0.0, lt=float("inf"), note="(0 = greedy)"))
@@ -105,15 +92,12 @@ class SamplingParams:
     stop: str | list | None = field(None, Rule(parse=_stop_list))
     stop_token_ids: list | None = field(None, Rule(parse=_token_ids))
     ignore_eos: bool = field(False, Rule("bool"))
-    # per output token: the sampled token's log-probability plus this many top ones
-    logprobs: int | None = field(None, Rule("int", optional=True, parse=_logprobs))
-    # > 1 discourages every token already in the prompt or the output
-    repetition_penalty: float = field(1.0, Rule("float", ge=MIN_REPETITION_PENALTY, le=MAX_REPETITION_PENALTY,
-                                                note="(1 = off)"))
+    logprobs: int | None = field(None, Rule("int", optional=True, parse=_logprobs))  # per output token: its own + top k
+    # > 1 discourages tokens already seen; float32 logits overflow outside [1e-5, 1e5]
+    repetition_penalty: float = field(1.0, Rule("float", ge=1e-5, le=1e5, note="(1 = off)"))
     presence_penalty: float = field(0.0, Rule("float", ge=-2.0, le=2.0))  # subtracted once per token in the output
     frequency_penalty: float = field(0.0, Rule("float", ge=-2.0, le=2.0))  # subtracted per occurrence in the output
-    # per prompt token: its log-probability plus this many top ones
-    prompt_logprobs: int | None = field(None, Rule("int", optional=True, parse=_logprobs))
+    prompt_logprobs: int | None = field(None, Rule("int", optional=True, parse=_logprobs))  # per prompt token
     include_stop_str_in_output: bool = field(False, Rule("bool"))  # keep the stop string that ended the text
     skip_special_tokens: bool = field(True, Rule("bool"))  # leave special tokens out of the text
     spaces_between_special_tokens: bool = field(True, Rule("bool", choices=(True,), why=(
@@ -121,11 +105,9 @@ class SamplingParams:
     logit_bias: dict | None = field(None, Rule(optional=True, parse=_logit_bias))
     allowed_token_ids: list | None = field(None, Rule(optional=True, parse=_allowed_ids))
     bad_words: list | None = field(None, Rule(optional=True, parse=_bad_words))  # words never to generate
-    # a constraint spec: `compile(tokenizer, vocab_size)` -> a token constraint (chapter 17)
-    structured_outputs: object = field(None, Rule(optional=True, parse=_constraint))
+    structured_outputs: object = field(None, Rule(optional=True, parse=_constraint))  # a spec to compile (chapter 17)
     detokenize: bool = field(True, Rule("bool"))  # False: token ids only, no text
-    # a RequestOutputKind; None: generate() gives FINAL_ONLY, stream() DELTA
-    output_kind: object = field(None, Rule(optional=True, parse=_output_kind))
+    output_kind: object = field(None, Rule(optional=True, parse=_output_kind))  # None: FINAL_ONLY, DELTA when streamed
 
     def __post_init__(self):
         check_fields(self)
@@ -141,18 +123,11 @@ class SamplingParams:
         """True when the next token is simply the argmax (temperature 0)."""
         return self.temperature < GREEDY_TEMPERATURE
 
-    @property
-    def needs_output_history(self) -> bool:
-        """True when a field that edits the logits is set: its logits processor reads the tokens so far."""
-        return (self.repetition_penalty != 1.0 or self.presence_penalty != 0.0 or self.frequency_penalty != 0.0
-                or bool(self.logit_bias) or self.allowed_token_ids is not None or bool(self.bad_words)
-                or self.structured_outputs is not None)
-
     @functools.cached_property  # read every step for every row; the engine's copies never change
     def is_plain(self) -> bool:
-        """True for greedy or plain temperature sampling: no own seed, filters, logit edits or logprobs."""
+        """True for greedy or plain temperature sampling: no own seed, filters or logprobs (logits processors aside)."""
         return (self.seed is None and self.top_k in (0, -1) and self.top_p == 1.0 and self.min_p == 0.0
-                and self.logprobs is None and self.prompt_logprobs is None and not self.needs_output_history)
+                and self.logprobs is None and self.prompt_logprobs is None)
 
     def clone(self) -> "SamplingParams":
         """A deep copy (vLLM's clone), its constraint spec included."""

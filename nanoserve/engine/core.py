@@ -70,7 +70,7 @@ class SamplingState:
         self.device = device
         self.generators: dict = {}  # seq_id -> torch.Generator of a seeded sequence
         self.processors: list = []  # logits processors (chapter 06's seam), in order; the assembler fills it
-        self.prepared: dict = {}  # seq_id -> what the door prepared for its logits processors (a dict)
+        self.prepared: dict = {}  # seq_id -> what the door prepared for its processors, if some processor applies
         self.prompt_logprobs: dict = {}  # seq_id -> the next prompt position to score
 
     def add(self, seqs: list, prepared: list | None = None) -> None:
@@ -79,8 +79,8 @@ class SamplingState:
         for i, seq in enumerate(seqs):
             if seq.params.seed is not None:
                 self.generators[seq.seq_id] = torch.Generator(self.device).manual_seed(seq.params.seed)
-            if prepared and prepared[i]:
-                self.prepared[seq.seq_id] = prepared[i]
+            if any(p.applies(seq.params) for p in self.processors):  # its logits are edited, every step
+                self.prepared[seq.seq_id] = (prepared[i] if prepared else None) or {}
             if i == 0 and seq.params.prompt_logprobs is not None:
                 self.prompt_logprobs[seq.seq_id] = 1  # prompt token 0 has nothing before it to score it
 
@@ -100,19 +100,20 @@ class SamplingState:
         made = [s.num_computed_tokens + n - s.num_prompt_tokens
                 for s, n, x in zip(batch.seqs, batch.num_new_tokens, batch.samples) if x]
         held = [p.min_tokens > 0 and m < p.min_tokens for m, p in zip(made, params)]
-        if not any(held) and all(p.is_plain for p in params):
+        edited = bool(self.prepared) and any(s.seq_id in self.prepared for s in seqs)
+        if not any(held) and not edited and all(p.is_plain for p in params):
             sampling.temperatures = [0.0 if p.greedy else p.temperature for p in params]
         else:
-            self._fill_rules(sampling, seqs, held)
+            self._fill_rules(sampling, seqs, held, edited)
         owners = self._prompt_rows(batch, sampling) if self.prompt_logprobs else []
         return sampling, owners
 
-    def _fill_rules(self, sampling: SamplingBatch, seqs: list, held: list) -> None:
-        """min_tokens bans, and the token histories and processors of rows that edit their logits."""
+    def _fill_rules(self, sampling: SamplingBatch, seqs: list, held: list, edited: bool) -> None:
+        """min_tokens bans, and the token histories and processors when some row's logits are edited."""
         if any(held):  # before min_tokens, neither EOS nor a stop token may be drawn
             sampling.banned_token_ids = [sorted(set(s.params.stop_token_ids) | s.eos_token_ids) if wait else []
                                          for s, wait in zip(seqs, held)]
-        if any(s.params.needs_output_history for s in seqs):
+        if edited:
             sampling.prompt_token_ids = [s.prompt_token_ids for s in seqs]
             sampling.output_token_ids = [s.output_token_ids for s in seqs]
             sampling.prepared = [self.prepared.get(s.seq_id) for s in seqs]
@@ -180,9 +181,8 @@ class EngineCore:
         finished = self.scheduler.update(batch, tokens_per_sequence(batch, tokens))
         self.stats.record(batch, decode_tokens, time.perf_counter() - start, self.executor.num_eager_steps)
         self.sampling.forget(finished)
-        lp, plp = sampled.logprobs, sampled.prompt_logprobs
-        return EngineCoreOutput(batch, batch.sampling_seqs, tokens, finished, lp and lp.to_host(),
-                                plp and plp.to_host(), prompt_owners)
+        lp, plp = (x and x.map(torch.Tensor.cpu) for x in (sampled.logprobs, sampled.prompt_logprobs))
+        return EngineCoreOutput(batch, batch.sampling_seqs, tokens, finished, lp, plp, prompt_owners)
 
     def _nothing_scheduled(self, batch: ScheduledBatch) -> EngineCoreOutput:
         if self.scheduler.has_unfinished():

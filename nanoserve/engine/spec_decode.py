@@ -244,8 +244,7 @@ class SpecDecodeCore(EngineCore):
     def speculates(self, seq) -> bool:
         """Whether `seq` may carry drafts: its sampling must not depend on the tokens before each position."""
         p = seq.params
-        return (p is None or (not p.needs_output_history and seq.num_output_tokens >= p.min_tokens)) \
-            and seq.seq_id not in self.sampling.prepared
+        return (p is None or seq.num_output_tokens >= p.min_tokens) and seq.seq_id not in self.sampling.prepared
 
     def propose(self, batch: ScheduledBatch) -> tuple:
         """Each row's proposal (decode rows only) and how many of its tokens are real, not padding."""
@@ -305,9 +304,8 @@ class SpecDecodeCore(EngineCore):
         self.stats.record(batch, decode_tokens + sum(map(len, drafts)), time.perf_counter() - start,
                           self.executor.num_eager_steps)
         self.sampling.forget(finished)
-        lp, plp = select_logprobs(out.logprobs, keep), out.prompt_logprobs
-        return EngineCoreOutput(batch, seqs, tokens, finished, lp and lp.to_host(), plp and plp.to_host(),
-                                prompt_owners)
+        lp, plp = (x and x.map(torch.Tensor.cpu) for x in (select_logprobs(out.logprobs, keep), out.prompt_logprobs))
+        return EngineCoreOutput(batch, seqs, tokens, finished, lp, plp, prompt_owners)
 
 
 # %% chapters/18_speculative_decoding.ipynb #c041
