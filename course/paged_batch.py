@@ -4,7 +4,14 @@ The engine never calls it: its model runner (chapter 07) builds each step's batc
 """
 import torch
 
-from nanoserve.attention.batch import AttentionBatch, slots_for
+from nanoserve.attention.batch import AttentionBatch
+
+
+def slots_for(block_table, start, end, block_size):
+    """Cache slots of token positions start..end-1 of a sequence with this block table."""
+    if not 0 <= start <= end or end > len(block_table) * block_size:
+        raise ValueError(f"positions [{start}, {end}) do not fit {len(block_table)} blocks of {block_size}")
+    return [block_table[p // block_size] * block_size + p % block_size for p in range(start, end)]
 
 
 def build_attention_batch(block_tables, context_lens, query_lens, block_size, kv_caches, backend,

@@ -65,25 +65,28 @@ def recompute_tokens_wrong(records, seqs) -> int:
 
 def _step(self, reserve_decodes: bool, admit_first: bool = False) -> ScheduledBatch:
     """One step: running sequences first (decodes before chunks), then admissions."""
-    from nanoserve.engine.scheduler import num_tokens_to_schedule
-
     batch, budget = ScheduledBatch(), self.config.max_num_batched_tokens
     running = list(self.running)
     if admit_first:
-        budget = self._admit(batch, budget)
+        self._admit(batch, budget)
+        budget -= batch.num_batched_tokens
     pending = sum(self._remaining(s) == 1 for s in self.running) if reserve_decodes else 0
     for seq in running:
         if seq.status is not SequenceStatus.RUNNING:
             continue
-        if reserve_decodes and self._remaining(seq) == 1:
+        remaining = self._remaining(seq)
+        if reserve_decodes and remaining == 1:
             pending -= 1
-        n = num_tokens_to_schedule(self._remaining(seq), budget, pending)
+        n = min(1, budget) if remaining == 1 else min(remaining, budget - pending)  # a decode, or a chunk
         if n <= 0:
             continue
         need = self.block_manager.blocks_needed(seq.block_table, seq.num_computed_tokens + n)
-        if need > self.block_manager.num_free_blocks:
-            victim_decodes = self._make_room(batch, seq, need)
-            pending -= victim_decodes if reserve_decodes else 0
+        while need > self.block_manager.num_free_blocks and seq.status is SequenceStatus.RUNNING:
+            victim = self.running[-1]  # the newest
+            if reserve_decodes and victim is not seq and self._remaining(victim) == 1:
+                pending -= 1
+            self._preempt(victim)
+            batch.preempted.append(victim)
         if seq.status is not SequenceStatus.RUNNING:
             continue
         self._take(batch, seq, n, need)

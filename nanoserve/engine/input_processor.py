@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TypedDict
 
-from nanoserve.engine.sequence import Sequence, check_token_ids
+from nanoserve.checks import is_int
+from nanoserve.engine.sequence import Sequence
 from nanoserve.model.loader import resolve_model_path
 from nanoserve.outputs import RequestOutputKind
 from nanoserve.sampling import SamplingParams
@@ -145,14 +146,21 @@ def prompt_token_ids(prompt, tokenizer, vocab_size: int) -> tuple:
 
 
 def check_prompt_ids(ids, vocab_size: int) -> list:
-    """A non-empty list of ints within the model's vocabulary (the Sequence's own check, plus the upper bound)."""
+    """A non-empty list of ints within the model's vocabulary."""
     if not isinstance(ids, (list, tuple)):
         raise TypeError(f"prompt_token_ids must be a list of ints, got {type(ids).__name__}")
-    ids = check_token_ids(ids)
-    if max(ids) >= vocab_size:
-        bad = next(t for t in ids if t >= vocab_size)
-        raise ValueError(f"token id {bad} is outside the vocabulary [0, {vocab_size})")
-    return ids
+    if not ids:
+        raise ValueError("prompt_token_ids must not be empty")
+    if set(map(type, ids)) == {int} and 0 <= min(ids) and max(ids) < vocab_size:
+        return list(ids)  # the common case, checked at C speed; the loop below names the culprit otherwise
+    for t in ids:
+        if not is_int(t):
+            raise TypeError(f"prompt_token_ids must hold ints, got {t!r} ({type(t).__name__})")
+        if t < 0:
+            raise ValueError(f"prompt_token_ids must be non-negative, got {t}")
+        if t >= vocab_size:
+            raise ValueError(f"token id {t} is outside the vocabulary [0, {vocab_size})")
+    return list(ids)
 
 
 def bad_words_token_ids(tokenizer, words: list) -> list:

@@ -6,7 +6,7 @@ __all__ = ['NoFreeBlocksError', 'BlockManager']
 # %% chapters/03_paged_kv.ipynb #c014
 from collections import OrderedDict
 
-from nanoserve.checks import check_int, is_int
+from nanoserve.checks import is_int
 
 
 class NoFreeBlocksError(RuntimeError):
@@ -18,8 +18,6 @@ class BlockManager:
     """Hands out fixed-size KV blocks from a pool, with reference counts and an O(1) free queue."""
 
     def __init__(self, num_blocks: int, block_size: int):
-        check_int("num_blocks", num_blocks, 1)
-        check_int("block_size", block_size, 1)
         self.num_blocks = num_blocks
         self.block_size = block_size
         self._ref_counts = [0] * num_blocks
@@ -42,7 +40,6 @@ class BlockManager:
 
     def blocks_needed(self, table: list, num_tokens: int) -> int:
         """Extra blocks `table` needs to hold `num_tokens` tokens."""
-        check_int("num_tokens", num_tokens, 0)
         return max(0, -(-num_tokens // self.block_size) - len(table))
 
     def can_allocate(self, table: list, num_tokens: int) -> bool:

@@ -14,7 +14,8 @@ import time
 import weakref
 from dataclasses import dataclass, field
 
-from nanoserve.checks import check_int, is_number
+from nanoserve.checks import is_number
+from nanoserve.fields import Rule, check_field
 from nanoserve.parallel.group import TPGroup
 from nanoserve.parallel.rank_worker import HANG_DUMP_ENV, POLL_S, STOP, RankContext, shutdown_group, worker_main
 from nanoserve.parallel.rendezvous import connect_group, host_store, remove_store
@@ -23,7 +24,7 @@ from nanoserve.parallel.transport import HEADER_BYTES, ShmSender
 
 def check_tp_size(size, backend: str = "gloo") -> None:
     """Reject a tensor-parallel size that is not a positive int, or that asks for more GPUs than exist."""
-    check_int("tensor_parallel_size", size, 1)
+    check_field("tensor_parallel_size", size, Rule("int", ge=1))
     if backend == "nccl":
         import torch
 

@@ -1,6 +1,7 @@
-"""Sequence: token bookkeeping and input checks."""
+"""Sequence: token bookkeeping; the prompt checks at the door (appendix A5's input processor)."""
 import pytest
 
+from nanoserve.engine.input_processor import check_prompt_ids
 from nanoserve.engine.sequence import Sequence, SequenceStatus
 
 
@@ -15,30 +16,29 @@ def test_new_sequence_is_waiting_with_prompt_only():
     assert seq.finish_reason is None and not seq.is_finished
 
 
-def test_append_token_grows_output_not_prompt():
+def test_appended_tokens_grow_output_not_prompt():
     seq = Sequence(0, [5, 6], max_tokens=3)
-    seq.append_token(9)
-    seq.append_token(10)
+    seq.token_ids += [9, 10]
     assert seq.token_ids == [5, 6, 9, 10]
     assert seq.prompt_token_ids == [5, 6] and seq.output_token_ids == [9, 10]
-    assert seq.num_tokens == 4 and seq.num_output_tokens == 2 and seq.last_token_id == 10
+    assert seq.num_tokens == 4 and seq.num_output_tokens == 2
 
 
 def test_prompt_is_copied_from_caller():
     prompt = [1, 2]
     seq = Sequence(0, prompt, max_tokens=1)
-    seq.append_token(3)
+    seq.token_ids.append(3)
     assert prompt == [1, 2]
 
 
 @pytest.mark.parametrize("bad, err", [([], ValueError), ("abc", TypeError), ([1, 2.0], TypeError),
                                       ([1, -1], ValueError), (None, TypeError), ([True], TypeError)])
-def test_bad_prompt_rejected(bad, err):
+def test_bad_prompt_rejected_at_the_door(bad, err):
     with pytest.raises(err, match="prompt_token_ids"):
-        Sequence(0, bad, max_tokens=1)
+        check_prompt_ids(bad, vocab_size=100)
 
 
-@pytest.mark.parametrize("bad, err", [(0, ValueError), (-3, ValueError), (2.5, TypeError), (None, TypeError)])
-def test_bad_max_tokens_rejected(bad, err):
-    with pytest.raises(err, match="max_tokens"):
-        Sequence(0, [1], max_tokens=bad)
+def test_prompt_ids_within_the_vocabulary():
+    assert check_prompt_ids((3, 99), vocab_size=100) == [3, 99]
+    with pytest.raises(ValueError, match="token id 100 is outside the vocabulary"):
+        check_prompt_ids([3, 100], vocab_size=100)

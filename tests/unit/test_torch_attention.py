@@ -2,8 +2,8 @@
 import pytest
 import torch
 
-from course.paged_batch import build_attention_batch
-from nanoserve.attention.batch import AttentionBackend, AttentionBatch, allocate_kv_cache, slots_for
+from course.paged_batch import build_attention_batch, slots_for
+from nanoserve.attention.batch import AttentionBackend, AttentionBatch, allocate_kv_cache
 from nanoserve.attention.torch_ref import TorchAttentionBackend, causal_attention_at_end, store_kv
 from nanoserve.kv.blocks import BlockManager
 
@@ -139,8 +139,6 @@ def test_batch_helpers_and_protocol():
     assert batch.cu_seqlens_q.dtype == torch.int32 and batch.slot_mapping.dtype == torch.int64
     with pytest.raises(ValueError):
         build_attention_batch([[0]], [2], [3], 4, [], TorchAttentionBackend())
-    with pytest.raises(ValueError):
-        allocate_kv_cache(0, 4, 4, 1, 8)
     cache, per_layer = allocate_kv_cache(3, 5, 4, 2, 8)
     assert cache.shape == (2, 3, 5, 4, 2, 8) and len(per_layer) == 3
     assert per_layer[2][1].data_ptr() == cache[1, 2].data_ptr()
