@@ -56,8 +56,6 @@ def count_decode_tokens(batch: ScheduledBatch) -> int:
 
 def tokens_per_sequence(batch: ScheduledBatch, tokens: list) -> list:
     """Tokens of the sampling rows spread over the batch, None where a sequence does not sample."""
-    if len(tokens) == len(batch.seqs):
-        return tokens
     it = iter(tokens)
     return [next(it) if samples else None for samples in batch.samples]
 
@@ -74,8 +72,7 @@ class SamplingState:
         self.prompt_logprobs: dict = {}  # seq_id -> the next prompt position to score
 
     def add(self, seqs: list, prepared: list | None = None) -> None:
-        """Remember a request's sequences (and prepared[i], sequence i's processor inputs); the first one scores
-        the prompt when prompt logprobs are asked."""
+        """Remember a request's sequences (prepared[i]: sequence i's processor inputs); the first scores the prompt."""
         for i, seq in enumerate(seqs):
             if seq.params.seed is not None:
                 self.generators[seq.seq_id] = torch.Generator(self.device).manual_seed(seq.params.seed)
@@ -103,21 +100,16 @@ class SamplingState:
         edited = bool(self.prepared) and any(s.seq_id in self.prepared for s in seqs)
         if not any(held) and not edited and all(p.is_plain for p in params):
             sampling.temperatures = [0.0 if p.greedy else p.temperature for p in params]
-        else:
-            self._fill_rules(sampling, seqs, held, edited)
-        owners = self._prompt_rows(batch, sampling) if self.prompt_logprobs else []
-        return sampling, owners
-
-    def _fill_rules(self, sampling: SamplingBatch, seqs: list, held: list, edited: bool) -> None:
-        """min_tokens bans, and the token histories and processors when some row's logits are edited."""
         if any(held):  # before min_tokens, neither EOS nor a stop token may be drawn
             sampling.banned_token_ids = [sorted(set(s.params.stop_token_ids) | s.eos_token_ids) if wait else []
                                          for s, wait in zip(seqs, held)]
-        if edited:
+        if edited:  # the token histories and the processors, for the rows whose logits are edited
             sampling.prompt_token_ids = [s.prompt_token_ids for s in seqs]
             sampling.output_token_ids = [s.output_token_ids for s in seqs]
             sampling.prepared = [self.prepared.get(s.seq_id) for s in seqs]
             sampling.processors = self.processors
+        owners = self._prompt_rows(batch, sampling) if self.prompt_logprobs else []
+        return sampling, owners
 
     def _prompt_rows(self, batch: ScheduledBatch, sampling: SamplingBatch) -> list:
         """Add (token row, target, k) for the prompt positions scored this step; return their sequences."""

@@ -42,8 +42,7 @@ class StepInputs:
         return self.input_ids.numel()
 
 
-def build_step_inputs(token_chunks: list, starts: list, block_tables: list, samples: list,
-                      block_size: int) -> StepInputs:
+def build_step_inputs(token_chunks: list, starts: list, block_tables: list, samples: list, block_size: int) -> StepInputs:
     """StepInputs for sequences whose new tokens `token_chunks[b]` start at position `starts[b]`."""
     # numpy, not torch: each torch op costs microseconds of dispatch, a numpy op on a few hundred
     # ints far less, and torch.from_numpy at the end shares the memory without a copy
@@ -68,17 +67,13 @@ def build_step_inputs(token_chunks: list, starts: list, block_tables: list, samp
     slot_mapping = tables[seq_of_token, positions // block_size].astype(np.int64) * block_size + positions % block_size
     input_ids = np.fromiter(itertools.chain.from_iterable(token_chunks), np.int64, num_tokens)
     return StepInputs(
-        input_ids=torch.from_numpy(input_ids),
-        positions=torch.from_numpy(positions),
+        input_ids=torch.from_numpy(input_ids), positions=torch.from_numpy(positions),
         slot_mapping=torch.from_numpy(slot_mapping),
-        cu_seqlens_q=torch.from_numpy(cu_q.astype(np.int32)),
-        cu_seqlens_k=torch.from_numpy(cu_k.astype(np.int32)),
+        cu_seqlens_q=torch.from_numpy(cu_q.astype(np.int32)), cu_seqlens_k=torch.from_numpy(cu_k.astype(np.int32)),
         max_seqlen_q=int(q_lens.max()), max_seqlen_k=int(context_lens.max()),
-        context_lens=torch.from_numpy(context_lens.astype(np.int32)),
-        block_tables=torch.from_numpy(tables),
+        context_lens=torch.from_numpy(context_lens.astype(np.int32)), block_tables=torch.from_numpy(tables),
         logits_indices=torch.from_numpy(cu_q[1:][np.asarray(samples, dtype=bool)] - 1),
-        is_decode=num_tokens == num_seqs,
-    )
+        is_decode=num_tokens == num_seqs)
 
 
 # %% chapters/07_engine.ipynb #c009
@@ -103,14 +98,11 @@ def pack_to_device(tensors: list, device: torch.device) -> list:
 # %% chapters/07_engine.ipynb #c017
 def new_token_ids(seq, n: int) -> list:
     """The ids of the next `n` tokens of `seq` to compute, read from the host."""
-    start = seq.num_computed_tokens
-    return seq.token_ids[start:start + n]
+    return seq.token_ids[seq.num_computed_tokens:seq.num_computed_tokens + n]
 
 
-def prepare_step_inputs(batch, sampling: SamplingBatch | None, block_size: int, token_ids=new_token_ids
-                        ) -> StepInputs:
-    """The step's inputs for a ScheduledBatch (blocks for the new tokens are already allocated); `token_ids(seq, n)`
-    gives each sequence's new ids. Rows asking for prompt logprobs get logits rows after the sampling rows."""
+def prepare_step_inputs(batch, sampling: SamplingBatch | None, block_size: int, token_ids=new_token_ids) -> StepInputs:
+    """A ScheduledBatch's StepInputs, new ids read by `token_ids(seq, n)`; prompt-logprob rows follow the sampling rows."""
     chunks = [token_ids(seq, n) for seq, n in zip(batch.seqs, batch.num_new_tokens)]
     starts = [seq.num_computed_tokens for seq in batch.seqs]
     step = build_step_inputs(chunks, starts, [s.block_table for s in batch.seqs], batch.samples, block_size)
@@ -127,8 +119,7 @@ class ModelRunner:
     def __init__(self, config, model_config, device=None, layers=None):
         if not config.is_resolved:
             raise ValueError("ModelRunner needs a resolved EngineConfig (call config.resolve(model_config))")
-        self.config = config
-        self.model_config = model_config  # parsed once by the engine, never reloaded here
+        self.config, self.model_config = config, model_config  # the model config is parsed once, by the engine
         self.device = torch.device(device) if device is not None else config.device
         self.dtype, self.block_size = config.dtype, config.block_size
         self.backend = config.attention_backend_class()
@@ -141,8 +132,7 @@ class ModelRunner:
         self.sampler = Sampler(self.generator)
         self.kv_cache = None  # one tensor [2, layers, blocks, block_size, kv_heads, head_dim]
         self.kv_caches = []  # per layer (k_cache, v_cache) views of it
-        self.num_kv_blocks = 0
-        self.num_eager_steps = 0  # forward passes run op by op
+        self.num_kv_blocks, self.num_eager_steps = 0, 0  # blocks allocated; forward passes run op by op
 
     def execute(self, batch, sampling: SamplingBatch) -> SamplerOutput:
         """One step: inputs, forward, sampling."""
