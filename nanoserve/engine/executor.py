@@ -16,10 +16,14 @@ class Executor(Protocol):
 
     num_eager_steps: int  # forward passes run op by op (a graph runner counts only its fallbacks)
 
-    def profile_num_kv_blocks(self) -> int: ...  # how many KV blocks fit on the device(s)
+    def profile_num_kv_blocks(self) -> int:
+        """How many KV blocks fit on the device(s)."""
 
-    def init_kv_cache(self, num_blocks: int) -> None: ...  # allocate the paged KV cache
+    def init_kv_cache(self, num_blocks: int) -> None:
+        """Allocate the paged KV cache."""
 
-    def execute(self, batch: ScheduledBatch, sampling: SamplingBatch) -> SamplerOutput: ...  # run and sample one step
+    def execute(self, batch: ScheduledBatch, sampling: SamplingBatch) -> SamplerOutput:
+        """Run one scheduled step and sample a token for each sampling row."""
 
-    def shutdown(self) -> None: ...  # release the device memory (and any worker processes)
+    def shutdown(self) -> None:
+        """Release the device memory (and any worker processes)."""

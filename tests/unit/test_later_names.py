@@ -69,13 +69,16 @@ def test_the_real_chapters_use_no_later_name_beyond_the_known_list():
     assert not new, "\n".join(new.values())
 
 
-def test_static_prints_the_spine_count_without_failing_on_it(tmp_path, capsys):
+def test_static_fails_when_the_spine_is_over_its_line_budget(tmp_path, capsys):
     numbers_chapter(tmp_path, [("code", "#| default_exp early", ""),
                                ("code", "#| export\ndef helper():\n\n    return 1", "")], name="05_spine.ipynb")
     numbers_chapter(tmp_path, [("code", "#| default_exp later", ""),
                                ("code", "#| export\ndef other():\n    return 2", "")], name="11_later.ipynb")
     tool = load_tool(tmp_path)
     assert tool.spine_lines() == {"05_spine": 2}  # non-blank exported lines, spine chapters only
+    tool.SPINE_TARGET = 2
+    assert tool.static_checks() == 0  # at the budget: fine
+    assert "spine chapters export 2 non-blank lines (budget <= 2" in capsys.readouterr().out
     tool.SPINE_TARGET = 1
-    assert tool.static_checks() == 0  # over the target: reported, not (yet) a failure
-    assert "spine chapters export 2 non-blank lines (target <= 1" in capsys.readouterr().out
+    assert tool.static_checks() == 1
+    assert "the spine is over its line budget" in capsys.readouterr().out
