@@ -113,11 +113,12 @@ def serve_once(model_dir: Path, args, profile: bool) -> dict:
     from nanoserve.entrypoints.async_engine import AsyncEngine
     from nanoserve.entrypoints.launch import BackgroundServer
     from nanoserve.entrypoints.openai_server import build_app
+    from nanoserve.serve import FrontendArgs
 
     llm_engine = LLMEngine.from_args(str(model_dir), device="cpu", enforce_eager=True, max_model_len=1024,
                                      max_num_seqs=args.concurrency)
     engine = AsyncEngine(llm_engine)
-    server = BackgroundServer(build_app(engine, "tiny", str(model_dir))).start()
+    server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), str(model_dir))).start()
     loop = _server_loop(server)
     cmd = [sys.executable, __file__, "--client", server.url, "--concurrency", str(args.concurrency),
            "--prompt-len", str(args.prompt_len), "--max-tokens", str(args.max_tokens)]

@@ -40,12 +40,15 @@ def _json(text: str):
         raise argparse.ArgumentTypeError(f"not valid JSON ({err}): {text!r}") from None
 
 
-def _flag_kwargs(name: str, rule, default) -> dict:
-    """argparse keyword arguments for one engine argument, from its rule."""
+def _flag_kwargs(f) -> dict:
+    """argparse keyword arguments for one ruled dataclass field, from its rule."""
+    rule, default = f.metadata["rule"], f.default
     kwargs = {"default": default, "help": f"{rule.help} (default: {default})" if rule.help else None}
     if rule.kind == "bool":
         return {**kwargs, "action": argparse.BooleanOptionalAction}
     kwargs["type"] = {"int": int, "float": float, "json": _json}.get(rule.kind, str)
+    if "list" in str(f.type):  # a list takes one or more values
+        kwargs["nargs"] = "+"
     choices = [c for c in rule.choices if c is not None]
     if choices and len(choices) > 1:  # a one-value choice is a refusal: let EngineConfig explain it
         kwargs["choices"] = choices
@@ -54,9 +57,9 @@ def _flag_kwargs(name: str, rule, default) -> dict:
 
 def add_rule_flags(parser, cls):
     """One `--kebab-case` flag per ruled field of the dataclass `cls` (type, choices and help from its rule)."""
-    defaults = {f.name: f.default for f in dataclasses.fields(cls)}
-    for name, rule in rules_of(cls).items():
-        parser.add_argument("--" + name.replace("_", "-"), dest=name, **_flag_kwargs(name, rule, defaults[name]))
+    for f in dataclasses.fields(cls):
+        if "rule" in f.metadata:
+            parser.add_argument("--" + f.name.replace("_", "-"), dest=f.name, **_flag_kwargs(f))
     return parser
 
 

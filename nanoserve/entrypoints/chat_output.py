@@ -11,7 +11,7 @@ from nanoserve.entrypoints.tool_parsers import tool_call_stream
 
 def _tool_stream(req: GenerateRequest, tool_call_parser: str | None):
     """A fresh tool-call parser for one choice of this request, or None."""
-    return tool_call_stream(req.tool_choice, req.tool_name, tool_call_parser, req.parallel_tool_calls)
+    return tool_call_stream(req.tool_choice, req.tool_name, tool_call_parser, req.body.parallel_tool_calls)
 
 
 def _chat_finish(req: GenerateRequest, reason: str | None, called: bool) -> str | None:
@@ -41,7 +41,7 @@ class ChatDeltas:
         final, delta, reason = c.finish_reason is not None, {"content": c.text}, finish_reason(c.finish_reason)
         if self.splitter is not None:
             thought, said = self.splitter.feed(c.text, final=final)
-            delta = dict.fromkeys(REASONING_FIELDS, thought) if thought and self.req.include_reasoning else {}
+            delta = dict.fromkeys(REASONING_FIELDS, thought) if thought and self.req.body.include_reasoning else {}
             if said or not thought:
                 delta["content"] = said
         if self.tools is not None:
@@ -73,7 +73,7 @@ def chat_body(req: GenerateRequest, group, outputs: list, head: dict, reasoning_
     """A whole /v1/chat/completions response under `head` (id, object, created, model)."""
     choices = []
     for c in outputs[0].outputs:
-        message = _message(c.text, reasoning_parser, _tool_stream(req, tool_call_parser), req.include_reasoning)
+        message = _message(c.text, reasoning_parser, _tool_stream(req, tool_call_parser), req.body.include_reasoning)
         choices.append({"index": c.index, "message": message,
                         "logprobs": chat_logprobs(c.token_ids, c.logprobs, req.top_logprobs),
                         "finish_reason": _chat_finish(req, c.finish_reason, bool(message.get("tool_calls"))),

@@ -20,12 +20,12 @@ from pydantic import BaseModel
 
 from nanoserve.entrypoints.async_engine import AsyncEngine, RequestAborted
 from nanoserve.entrypoints.chat_output import ChatDeltas, chat_body, check_tool_choice
-from nanoserve.entrypoints.limits import ServerLimits, check_context, check_prompt_chars, check_request
+from nanoserve.entrypoints.limits import check_context, check_prompt_chars, check_request
 from nanoserve.entrypoints.protocol import (GenerateRequest, RequestError, error_body, generation_defaults_of,
                                             group_usage, parse_chat_request, parse_completion_request)
 from nanoserve.entrypoints.render import TemplateError
 from nanoserve.entrypoints.vllm_routes import (EchoRequestId, add_error_handlers, add_vllm_routes, api_key_check,
-                                               check_parsers, unknown_field_logger)
+                                               unknown_field_logger)
 from nanoserve.sampling import SamplingParams
 
 logger = logging.getLogger("nanoserve.server")
@@ -99,7 +99,7 @@ async def stream_events(req: GenerateRequest, group, head: dict, reasoning_parse
     opening = f'data: {compact_json(head)[:-1]},"choices":['  # the head's JSON, encoded once per stream
 
     def event(choice: dict) -> str:  # sse({**head, "choices": [choice]}), plus usage if asked on every chunk
-        usage = f',"usage":{compact_json(group_usage(group))}' if req.continuous_usage else ""
+        usage = f',"usage":{compact_json(group_usage(group))}' if req.stream_options.continuous_usage_stats else ""
         return f"{opening}{compact_json(choice)}]{usage}}}\n\n"
 
     try:
@@ -120,7 +120,7 @@ async def stream_events(req: GenerateRequest, group, head: dict, reasoning_parse
                 events.append(event(choice))
             if events:
                 yield "".join(events)  # this step's chunks of the request, one write
-        if req.include_usage:
+        if req.stream_options.include_usage:
             yield sse({**head, "choices": [], "usage": group_usage(group)})
     except RequestAborted as e:
         yield sse(error_body(str(e), status=503))
@@ -130,24 +130,20 @@ async def stream_events(req: GenerateRequest, group, head: dict, reasoning_parse
 
 
 # %% chapters/16_serving.ipynb #c027
-def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limits: ServerLimits | None = None,
-              api_key: str | None = None, reasoning_parser: str | None = None, log_requests: bool = False,
-              tool_call_parser: str | None = None, enable_auto_tool_choice: bool = False,
-              default_chat_template_kwargs: dict | None = None) -> FastAPI:
-    """The FastAPI app over `engine`, answering to `served_model_name` (a name or a list; the first labels metrics)."""
-    names = [served_model_name] if isinstance(served_model_name, str) else list(served_model_name)
-    auto_parser = check_parsers(reasoning_parser, tool_call_parser, enable_auto_tool_choice)
+def build_app(engine: AsyncEngine, args, model_path: str = "") -> FastAPI:
+    """The FastAPI app over `engine` with the server's settings `args` (a FrontendArgs, appendix A6)."""
+    names = args.served_model_name or [model_path]  # the names clients may send; the first labels the metrics
+    auto_parser = args.tool_call_parser if args.enable_auto_tool_choice else None  # for tool_choice "auto"
     app = FastAPI(title="nanoserve")  # /openapi.json and /docs, built from the request models
-    limits = (limits or ServerLimits()).resolved(engine.engine)
+    limits = args.resolved(engine.engine)
     renderer = engine.template_renderer(limits.chat_template_timeout) if engine.tokenizer is not None else None
     defaults = generation_defaults_of(engine.engine)  # generation_config.json under every request, as offline
     app.state.engine, app.state.limits, app.state.defaults = engine, limits, defaults  # what the parsers read
-    app.state.template_kwargs = default_chat_template_kwargs or {}  # under every chat request's own
     engine.metrics.model_name = names[0]
     note_unknown = unknown_field_logger()
     add_error_handlers(app)  # every refusal, unknown route and crash answers in OpenAI's error shape
     app.add_middleware(EchoRequestId)  # a request's X-Request-Id header comes back on its response, as in vLLM
-    authorize = api_key_check(api_key)
+    authorize = api_key_check(args.api_key)
 
     @app.get("/health")
     async def health():
@@ -176,20 +172,20 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
 
     async def generate(req: GenerateRequest, raw: Request):
         prefix, kind = ANSWER_KINDS[req.kind]
-        head = {"id": f"{prefix}-{req.request_id or uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
-                "model": req.model or names[0]}  # the name the client used, as vLLM answers
-        if log_requests:
+        head = {"id": f"{prefix}-{req.body.request_id or uuid.uuid4().hex}", "object": kind, "created": int(time.time()),
+                "model": req.body.model or names[0]}  # the name the client used, as vLLM answers
+        if args.enable_log_requests and not args.disable_log_requests:
             p = req.params
             logger.warning("request %s: %d prompt(s), n=%d, max_tokens=%d, temperature=%g, stream=%s", head["id"],
-                           len(req.prompts), p.n, p.max_tokens, p.temperature, req.stream)
+                           len(req.prompts), p.n, p.max_tokens, p.temperature, req.body.stream)
         prompts = [await engine.tokenizing.prompt(p) for p in req.prompts]  # tokenized once, off the loop
         check_context(req, prompts, engine.engine.config.max_model_len)  # vLLM's 400 for what cannot fit
         try:  # RequestAborted (the server is stopping) answers 503 (add_error_handlers)
             group = await engine.generate(prompts, req.params, head["id"])
         except (ValueError, TypeError) as e:  # the engine's own door checks (prompt length, token ids, ...)
             raise RequestError(str(e), engine_error_param(str(e), req.kind)) from None
-        if req.stream:  # starlette cancels the generator when the client goes away: its finally aborts
-            parser = reasoning_parser if req.kind == "chat" else None
+        if req.body.stream:  # starlette cancels the generator when the client goes away: its finally aborts
+            parser = args.reasoning_parser if req.kind == "chat" else None
             return StreamingResponse(stream_events(req, group, head, parser, auto_parser),
                                      media_type="text/event-stream")
         finished = asyncio.ensure_future(group.final_outputs())
@@ -204,9 +200,9 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
             gone.cancel()
             group.abort()
         if req.kind == "chat":
-            return chat_body(req, group, outputs, head, reasoning_parser, auto_parser)
+            return chat_body(req, group, outputs, head, args.reasoning_parser, auto_parser)
         echoes = None
-        if req.echo:  # each prompt's text, and its first token's (the engine scores the others), decoded off the loop
+        if req.body.echo:  # each prompt's text, and its first token's (the engine scores the others), decoded off the loop
             echoes = [(out.prompt if isinstance(out.prompt, str) else await engine.tokenizing.decode(ids),
                        await engine.tokenizing.decode(ids[:1])) for out in outputs
                       for ids in [out.prompt_token_ids]]
@@ -214,8 +210,8 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
 
     @app.post("/v1/completions", response_model=Answer, dependencies=[Depends(authorize)])
     async def completions(raw: Request, req: GenerateRequest = Depends(parse_completion_request)):
-        note_unknown(req.unknown)
-        known_model(req.model)
+        note_unknown(req.body.model_extra)
+        known_model(req.body.model)
         check_request(req, limits, engine.engine)
         return await generate(req, raw)
 
@@ -230,8 +226,8 @@ def build_app(engine: AsyncEngine, served_model_name, model_path: str = "", limi
 
     async def chat(req: GenerateRequest, raw: Request):
         """A parsed chat request: checked, rendered, run (/v1/responses reuses it, appendix A6)."""
-        note_unknown(req.unknown)
-        known_model(req.model)
+        note_unknown(req.body.model_extra)
+        known_model(req.body.model)
         check_tool_choice(req, auto_parser)
         check_request(req, limits, engine.engine)
         req.prompts = [await render(req)]

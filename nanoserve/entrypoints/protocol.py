@@ -17,7 +17,7 @@ import dataclasses
 import itertools
 import math
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Annotated, Any, Literal
 
 from pydantic import (AfterValidator, BaseModel, ConfigDict, Field, ValidationError, create_model, field_validator,
@@ -73,27 +73,22 @@ def validated(model: type, body):
 
 @dataclass
 class GenerateRequest:
-    """A checked /v1/completions or /v1/chat/completions body, ready for the engine."""
+    """A checked /v1/completions or /v1/chat/completions body, ready for the engine, beside what it says as sent."""
 
     kind: str  # "completion" or "chat"
-    model: str | None
+    body: Any  # the validated CompletionRequest or ChatCompletionRequest: model, stream, request_id, echo, ...
     prompts: list  # one engine prompt per choice group: a str or {"prompt_token_ids": [...]}
     params: SamplingParams
-    stream: bool = False
-    include_usage: bool = False  # stream_options.include_usage: a last chunk with token counts
     top_logprobs: int | None = None  # report this many alternatives per token (None: no logprobs)
     chat: dict | None = None  # chat: apply_chat_template's arguments; the server renders them off the loop
     max_tokens_given: bool = True  # False when the client left max_tokens to the server
     max_tokens_field: str = "max_tokens"  # the body field it came from (chat: or max_completion_tokens)
     tool_choice: str | None = None  # chat with tools: "none", "auto", "required" or "named"; None without tools
     tool_name: str | None = None  # the function a named tool_choice forces
-    parallel_tool_calls: bool = True  # False: at most one tool call per choice
-    request_id: str | None = None  # the client's id for the response's `id`
-    unknown: list = field(default_factory=list)  # body fields this server does not know (logged once, ignored)
-    continuous_usage: bool = False  # stream_options.continuous_usage_stats: usage on every chunk
-    include_reasoning: bool = True  # False: the thinking is split off and dropped
-    echo: bool = False  # completions: the prompt (and with logprobs its tokens' logprobs) before the output
     prompt_only: bool = False  # echo with max_tokens 0: the prompt alone (the engine still makes one token)
+
+    def __post_init__(self):
+        self.stream_options = self.body.stream_options or StreamOptions()  # include_usage, continuous_usage_stats
 
     def completion_choice(self, c, index: int, out=None, echo: tuple | None = None, offset: int = 0) -> dict:
         """A completions choice: a stream delta at `offset`, or whole with `out`; `echo` puts the prompt first."""
@@ -230,13 +225,6 @@ def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict 
         raise RequestError(str(e), first_word if first_word in kwargs else None) from None
 
 
-def _streaming(body: GenerationBody) -> dict:
-    """GenerateRequest's streaming fields from `stream` and `stream_options`."""
-    options = body.stream_options or StreamOptions()
-    return {"stream": body.stream, "include_usage": options.include_usage,
-            "continuous_usage": options.continuous_usage_stats}
-
-
 def generation_defaults_of(engine) -> dict:
     """The SamplingParams fields an LLMEngine's generation_config.json changes from SamplingParams' defaults."""
     ours, base = engine.get_default_sampling_params(), SamplingParams()
@@ -277,9 +265,7 @@ def completion_request(body, defaults: dict | None = None) -> GenerateRequest:
     scored = body.prompt_logprobs if body.prompt_logprobs is not None or not body.echo else body.logprobs
     params = _sampling_params(body, 1 if prompt_only else body.max_tokens, body.logprobs, defaults,
                               output_constraint(body), scored)
-    return GenerateRequest("completion", body.model, prompts, params, top_logprobs=body.logprobs,
-                           request_id=body.request_id, unknown=sorted(body.model_extra or ()), echo=body.echo,
-                           prompt_only=prompt_only, **_streaming(body))
+    return GenerateRequest("completion", body, prompts, params, top_logprobs=body.logprobs, prompt_only=prompt_only)
 
 
 def parse_completion_request(body: CompletionRequest, raw: Request) -> GenerateRequest:
@@ -380,18 +366,15 @@ def chat_request(body, tokenizer, max_model_len: int, trust_request_chat_templat
                                constraint[0])
         constraint = ("tool_choice", {"json": schema, "disable_any_whitespace": True})  # compact: it cannot ramble
     params = _sampling_params(body, max_tokens, top, defaults, constraint)
-    return GenerateRequest("chat", body.model, [], params, top_logprobs=top, chat=chat,
-                           max_tokens_given=asked is not None, max_tokens_field=named,
-                           tool_choice=choice, tool_name=tool_name, parallel_tool_calls=body.parallel_tool_calls,
-                           request_id=body.request_id, unknown=sorted(body.model_extra or ()),
-                           include_reasoning=body.include_reasoning, **_streaming(body))
+    return GenerateRequest("chat", body, [], params, top_logprobs=top, chat=chat, max_tokens_given=asked is not None,
+                           max_tokens_field=named, tool_choice=choice, tool_name=tool_name)
 
 
 def parse_chat_request(body: ChatCompletionRequest, raw: Request) -> GenerateRequest:
     """FastAPI dependency of /v1/chat/completions: its body, validated by pydantic, with the app's settings."""
     s = raw.app.state
     return chat_request(body, s.engine.tokenizer, s.engine.engine.config.max_model_len,
-                        s.limits.trust_request_chat_template, s.defaults, s.template_kwargs)
+                        s.limits.trust_request_chat_template, s.defaults, s.limits.default_chat_template_kwargs)
 
 
 # every body field either model names: a whole-body check's message starts with the one it is about

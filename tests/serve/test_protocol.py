@@ -8,7 +8,7 @@ def test_vllm_extras_reach_sampling_params():
     req = completion_request({"prompt": [[1, 2], "hi"], "n": 2, "top_k": 5, "min_p": 0.1, "min_tokens": 1,
                                     "repetition_penalty": 1.2, "ignore_eos": True, "max_tokens": 3})
     p = req.params
-    assert req.prompts == [{"prompt_token_ids": [1, 2]}, "hi"] and req.model is None
+    assert req.prompts == [{"prompt_token_ids": [1, 2]}, "hi"] and req.body.model is None
     assert (p.n, p.top_k, p.min_p, p.min_tokens, p.repetition_penalty, p.ignore_eos, p.max_tokens) == \
         (2, 5, 0.1, 1, 1.2, True, 3)
 
