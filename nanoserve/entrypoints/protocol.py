@@ -212,9 +212,9 @@ class GenerationBody(ScalarSampling):
 def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict | None = None,
                      constraint: tuple | None = None, prompt_logprobs: int | None = None) -> SamplingParams:
     """SamplingParams from the body over `defaults`; `constraint`: (its field, StructuredOutputsParams kwargs)."""
-    given = {**{f: getattr(body, f) for f in SAMPLING_FIELDS}, "max_tokens": max_tokens, "logprobs": logprobs,
-             "prompt_logprobs": prompt_logprobs}
+    given = {"max_tokens": max_tokens, "logprobs": logprobs, "prompt_logprobs": prompt_logprobs}
     kwargs = {**{k: v for k, v in (defaults or {}).items() if k != "max_tokens"},
+              **body.model_dump(include=set(SAMPLING_FIELDS), exclude_none=True),
               **{k: v for k, v in given.items() if v is not None}}
     if constraint is not None:
         kwargs["structured_outputs"] = structured_outputs_params(*constraint)

@@ -29,16 +29,21 @@ class ToolCall:
         return {**out, "id": self.id, "type": "function", "function": {"name": self.name, "arguments": self.arguments}}
 
 
+def _loads(text: str):
+    """json.loads, or None when `text` is not JSON."""
+    try:
+        return json.loads(text)
+    except json.JSONDecodeError:
+        return None
+
+
 def _call_from_json(obj, args_keys=("arguments", "parameters")) -> ToolCall | None:
     """A ToolCall from {"name": str, "arguments" | "parameters": object or JSON text}; None if it is not one."""
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     args = next((obj[k] for k in args_keys if k in obj), {})
     if isinstance(args, str):
-        try:
-            args = json.loads(args)
-        except json.JSONDecodeError:
-            return None
+        args = _loads(args)
     if not isinstance(args, dict):
         return None
     return ToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
@@ -109,11 +114,9 @@ class HermesToolCalls(ToolCallStream):
                 if at < 0:
                     keep = 0 if final else partial_tag(text, self.START)
                     piece, self.held = text[:len(text) - keep], text[len(text) - keep:]
-                    if self.calls or calls:  # after a call only real text counts: hold whitespace back
-                        if not piece.strip() and not final:
-                            self.held, piece = piece + self.held, ""
-                        elif not piece.strip():
-                            piece = ""
+                    if (self.calls or calls) and not piece.strip():  # after a call only real text counts:
+                        self.held = "" if final else piece + self.held  # whitespace waits for it (dropped at the end)
+                        piece = ""
                     content.append(piece)
                     break
                 before = text[:at]
@@ -126,7 +129,7 @@ class HermesToolCalls(ToolCallStream):
                     break
                 body, text = (text, "") if at < 0 else (text[:at], text[at + len(self.END):])
                 self.inside = False
-                call = self._parse_body(body)
+                call = _call_from_json(_loads(body))
                 if call is None:  # not a call after all: the model's text goes out as it was
                     content.append(self.START + body + ("" if at < 0 else self.END))
                 else:
@@ -134,13 +137,6 @@ class HermesToolCalls(ToolCallStream):
         if final and self.inside:
             self.inside = False
         return "".join(content), calls
-
-    @staticmethod
-    def _parse_body(body: str) -> ToolCall | None:
-        try:
-            return _call_from_json(json.loads(body))
-        except json.JSONDecodeError:
-            return None
 
 
 class Llama3JsonToolCalls(ToolCallStream):
