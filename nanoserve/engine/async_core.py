@@ -131,11 +131,10 @@ class InFlightStep:
         return self.host.tolist()
 
 
-def needs_host_tokens(batch: ScheduledBatch, pending: dict, edited=None) -> bool:
-    """True when a live sampling sequence whose logits a processor edits (its id in `edited`; None: assume every
-    one) has a pending token: its history, which its logits depend on, is not all on the host yet."""
-    return any(seq.seq_id in pending and not seq.is_finished and (edited is None or seq.seq_id in edited)
-               for seq in batch.sampling_seqs)
+def needs_host_tokens(batch: ScheduledBatch, pending: dict, edited: dict) -> bool:
+    """True when a sampling sequence whose logits a processor edits (its id in `edited`) has a pending token: its
+    history, which its logits depend on, is not all on the host yet."""
+    return any(seq.seq_id in pending and seq.seq_id in edited for seq in batch.sampling_seqs)
 
 
 def without_finished(batch: ScheduledBatch) -> ScheduledBatch:

@@ -169,8 +169,9 @@ def test_a_batch_loses_sequences_that_stopped_before_it_launched():
         sched.add(s)
     sched.advance(sched.schedule())  # both prefilled, their tokens pending
     batch = sched.schedule()
-    assert needs_host_tokens(batch, sched.pending)  # a's penalty counts its last token, which is still on its way
+    edited = {a.seq_id: {}}  # the core passes SamplingState.prepared: the sequences a logits processor edits
+    assert needs_host_tokens(batch, sched.pending, edited)  # a's penalty counts its last token, still on its way
     sched.finish(b, "stop")  # found when the tokens came back
     kept = without_finished(batch)
     assert kept.seqs == [a] and kept.num_new_tokens == [1] and kept.samples == [True]
-    assert not needs_host_tokens(ScheduledBatch([b], [1], [True]), sched.pending)
+    assert not needs_host_tokens(ScheduledBatch([b], [1], [True]), sched.pending, edited)
