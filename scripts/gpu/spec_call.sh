@@ -19,11 +19,7 @@ fi
 export NANOSERVE_CACHE=/tmp/nanoserve-cache; mkdir -p "$NANOSERVE_CACHE"
 GGUF=$NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
 if [[ ! -f /tmp/installed ]]; then  # a later call on the same warm machine skips the install
-  cp .gpu/spec/08/* "$S/spec/"
-  cat "$S"/spec/part* > /tmp/all.tar
-  echo "$(cat .gpu/spec/SHA256)  /tmp/all.tar" | sha256sum -c - || exit 1
-  mkdir -p /tmp/pack && tar xf /tmp/all.tar -C /tmp/pack && rm /tmp/all.tar
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/vsite /tmp/pack/w/*.whl || exit 1
+  bash scripts/gpu/install_spec_pack.sh || exit 1
   cp .gpu/smol3/* "$S/smol/"
   cat "$S"/smol/smolpart_00 "$S"/smol/smolpart_01 "$S"/smol/smolpart_02 > "$GGUF"
   echo "$(cat "$S/smol/SHA256")  $GGUF" | sha256sum -c - || exit 1

@@ -8,13 +8,8 @@
 #   OUT=$OUT bash scripts/gpu/vllm_fa_versions.sh     (then $OUT/fa3/results.json, $OUT/fa2/results.json)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-S=/root/stash; OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT" "$S/spec"
-if [ ! -d /tmp/vsite/vllm ]; then
-  cp .gpu/spec/08/* "$S/spec/" && cat "$S"/spec/part* > /tmp/all.tar
-  echo "$(cat .gpu/spec/SHA256)  /tmp/all.tar" | sha256sum -c - || exit 1
-  mkdir -p /tmp/pack && tar xf /tmp/all.tar -C /tmp/pack && rm /tmp/all.tar
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/vsite /tmp/pack/w/*.whl || exit 1
-fi
+OUT=${OUT:-/tmp/fa_out}; mkdir -p "$OUT"
+bash scripts/gpu/install_spec_pack.sh || exit 1
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl 2>/dev/null
 export CONFIG=qwen3-0.6b MODEL=/tmp/qwen3-0.6b WORKLOADS=${WORKLOADS:-prefill-bound,random} RUNS=${RUNS:-5}
 OUT=$OUT/fa3 ENGINES=${FA3_ENGINES:-"nanoserve vllm"} TAG=h200-vllm-default bash scripts/gpu/bench_all.sh | tail -12

@@ -1,0 +1,11 @@
+#!/usr/bin/env bash
+# Run ON THE GPU MACHINE from the repository root: joins the vLLM pack stashed by `spec_call.sh stash spec/NN`
+# (00..07) with the carried .gpu/spec/08, checks its sha256 and installs vLLM 0.24.0 and its offline deps into
+# /tmp/vsite. Does nothing when /tmp/vsite already has vLLM (a later call on the same warm machine).
+set -uo pipefail
+[ -d /tmp/vsite/vllm ] && exit 0
+S=/root/stash; mkdir -p "$S/spec"
+cp .gpu/spec/08/* "$S/spec/" && cat "$S"/spec/part* > /tmp/all.tar
+echo "$(cat .gpu/spec/SHA256)  /tmp/all.tar" | sha256sum -c - || exit 1
+mkdir -p /tmp/pack && tar xf /tmp/all.tar -C /tmp/pack && rm /tmp/all.tar
+python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/vsite /tmp/pack/w/*.whl
