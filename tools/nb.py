@@ -178,9 +178,8 @@ def spine_lines(chapters: Path = CHAPTERS) -> dict:
             for nb in chapter_paths(chapters) if nb.stem[:2] in SPINE}
 
 
-def spine_report(chapters: Path = CHAPTERS) -> str:
-    """One line: the spine's exported lines against the target, and each chapter's share."""
-    lines = spine_lines(chapters)
+def spine_report(lines: dict) -> str:
+    """One line: the spine's exported lines (`spine_lines()`) against the budget, and each chapter's share."""
     parts = ", ".join(f"{stem[:2]} {n}" for stem, n in lines.items())
     return (f"spine chapters export {sum(lines.values()):,} non-blank lines (budget <= {SPINE_TARGET:,}, "
             f"issue 37): {parts}")
@@ -194,14 +193,16 @@ def static_checks() -> int:
     later = later_name_uses()
     allowed = {(chapter, module, name) for (chapter, module), names in KNOWN_LATER_NAMES.items() for name in names}
     problems += [f"{key[0]}.ipynb: {why}" for key, why in later.items() if key not in allowed]
-    if sum(spine_lines().values()) > SPINE_TARGET:
-        problems.append(f"the spine is over its line budget: {spine_report()}")
+    lines = spine_lines()
+    spine = spine_report(lines)
+    if sum(lines.values()) > SPINE_TARGET:
+        problems.append(f"the spine is over its line budget: {spine}")
     for p in problems:
         print(p)
     stale = sorted(allowed - set(later))
     if stale:
         print(f"note: KNOWN_LATER_NAMES in tools/nb.py lists uses that are gone, remove them: {stale}")
-    print(spine_report())
+    print(spine)
     print(f"static checks: {len(chapter_paths())} chapters, {len(problems)} problems "
           f"({len(allowed & set(later))} known uses of later chapters' names allowed, issue 37)")
     return 1 if problems else 0
