@@ -10,7 +10,7 @@ SPINE = [("00", "tour", "the plan"), ("01", "Qwen3", "model"), ("02", "KV\ncache
          ("09", "CUDA\ngraphs", "kernels"), ("10", "kernel\nfusion", "kernels"), ("11", "one step\nahead", "engine"),
          ("12", "mixed\ngraphs", "kernels"), ("13", "cascade", "kernels"), ("14", "tensor\nparallel", "scale"),
          ("15", "bench-\nmark", "measure"), ("16", "serving", "serve"), ("17", "struct.\noutputs", "serve"),
-         ("18", "specul-\native", "engine")]
+         ("18", "specul-\native", "engine"), ("19", "Hopper\nattn", "kernels")]
 PART_COLORS = {"the plan": "#eeeeee", "model": "#cfe8fc", "memory": "#fde2b3", "scheduling": "#fde2b3",
                "engine": "#e8dcf5", "kernels": "#cfe8fc", "scale": "#d5f0d0", "measure": "#d5f0d0",
                "serve": "#e8dcf5"}

@@ -21,7 +21,7 @@ from nanoserve.model.qwen3 import head_dim
 
 DTYPES = {"float32": torch.float32, "bfloat16": torch.bfloat16, "float16": torch.float16}
 DTYPE_ALIASES = {"half": "float16", "float": "float32"}  # vLLM's (and torch's) other names for them
-BACKENDS = ("auto", "torch", "flash")
+BACKENDS = ("auto", "torch", "flash", "flash4")
 DEFAULT_BLOCK_SIZE = 16  # unless the backend needs a larger multiple
 MIN_BATCHED_TOKENS = 8192
 CPU_KV_CACHE_BYTES = 1 << 30  # the KV cache on CPU never takes more than this by default

@@ -90,17 +90,19 @@ def make_engine_core(config, model_config) -> EngineCore:
 
 # %% chapters/A2_engine_assembly.ipynb #c005
 def attention_backends() -> dict:
-    """The attention backends on offer (name -> class), the one 'auto' picks on CUDA first."""
+    """The attention backends on offer (name -> class), the one 'auto' picks on CUDA first: flash-attn-4 on Hopper
+    and newer when installed, else flash-attn 2 when installed, else torch."""
     from nanoserve.attention.flash import FlashAttentionBackend, flash_attn_available  # chapter 08
+    from nanoserve.attention.flash4 import Flash4AttentionBackend, flash4_available  # chapter 19
     from nanoserve.attention.torch_ref import TorchAttentionBackend  # chapter 03
 
-    if flash_attn_available():  # CUDA and flash-attn installed
-        return {"flash": FlashAttentionBackend, "torch": TorchAttentionBackend}
-    return {"torch": TorchAttentionBackend, "flash": FlashAttentionBackend}
+    backends = {"torch": TorchAttentionBackend, "flash": FlashAttentionBackend, "flash4": Flash4AttentionBackend}
+    first = "flash4" if flash4_available() else "flash" if flash_attn_available() else "torch"
+    return {first: backends.pop(first), **backends}
 
 
 def backend_class(name: str) -> type:
-    """The attention backend class called `name` ('torch' or 'flash')."""
+    """The attention backend class called `name` ('torch', 'flash' or 'flash4')."""
     backends = attention_backends()
     if name not in backends:
         raise ValueError(f"unknown attention backend {name!r}: one of {sorted(backends)}")

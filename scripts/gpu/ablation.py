@@ -48,6 +48,13 @@ LEAVE_ONE_OUT = [
     ("full - mixed-step graphs (12)", dict(compilation_config={"cudagraph_mode": "FULL_DECODE_ONLY"})),
     ("full - cascade (13)", dict(disable_cascade_attn=True)),
 ]
+# flash-attn-4 (chapter 19) against flash-attn 2 in the full engine; the first flash4 process compiles its kernels
+# into an empty cache (ablation_call.sh points XDG_CACHE_HOME at a fresh folder), the second loads them
+FLASH4 = [
+    ("full, flash-attn 2", dict(attention_backend="flash")),
+    ("full, flash-attn-4 (19), cold cache", dict(attention_backend="flash4")),
+    ("full, flash-attn-4 (19), warm cache", dict(attention_backend="flash4")),
+]
 # nanobench's workloads with fewer requests and shorter outputs, so the slowest rung still finishes every run
 WORKLOADS = {"random": dict(num_requests=48, output_len=(100, 400)),
              "shared-prefix": dict(num_requests=48, output_len=(100, 400)),
@@ -67,6 +74,8 @@ def configurations(which: list) -> list:
             found.append(("ladder", name, dict(options)))
     if "loo" in which:
         found += [("loo", name, {**FULL, **change}) for name, change in LEAVE_ONE_OUT]
+    if "flash4" in which:
+        found += [("flash4", name, {**FULL, **change}) for name, change in FLASH4]
     return found
 
 
@@ -120,7 +129,8 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--model", required=True)
     parser.add_argument("--out", required=True)
-    parser.add_argument("--configs", default="ladder,loo", help="comma list of ladder (= base + ladder-rest), loo")
+    parser.add_argument("--configs", default="ladder,loo",
+                        help="comma list of ladder (= base + ladder-rest), loo, flash4")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--budget-s", type=float, default=150, help="per configuration, after which it stops")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: JSON engine kwargs for one child process

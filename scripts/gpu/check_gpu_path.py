@@ -17,10 +17,8 @@ from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "tests" / "gpu"))
-from paged_cases import SCENARIOS, paged_case, scenario  # noqa: E402
-
-from course.paged_batch import build_attention_batch  # noqa: E402
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))
+from course.paged_batch import SCENARIOS, build_attention_batch, paged_case, scenario  # noqa: E402
 from nanoserve.attention.batch import allocate_kv_cache  # noqa: E402
 from nanoserve.attention.flash import FlashAttentionBackend, store_kv_triton  # noqa: E402
 from nanoserve.attention.torch_ref import TorchAttentionBackend, store_kv  # noqa: E402

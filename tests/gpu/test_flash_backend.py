@@ -2,18 +2,22 @@
 import pytest
 import torch
 
-from paged_cases import SCENARIOS, paged_case, scenario
+from course.paged_batch import SCENARIOS, paged_case, scenario
 
 pytestmark = pytest.mark.gpu
 
 
-@pytest.fixture(scope="module")
-def backends():
+@pytest.fixture(scope="module", params=["flash", "flash4"])
+def backends(request):
+    """(torch reference, a flash backend): flash-attn 2's, then flash-attn-4's where it is installed."""
     pytest.importorskip("flash_attn")
     from nanoserve.attention.flash import FlashAttentionBackend
+    from nanoserve.attention.flash4 import Flash4AttentionBackend, flash4_available
     from nanoserve.attention.torch_ref import TorchAttentionBackend
 
-    return TorchAttentionBackend(), FlashAttentionBackend()
+    if request.param == "flash4" and not flash4_available():
+        pytest.skip("flash-attn-4 is not installed, or this GPU is older than Hopper")
+    return TorchAttentionBackend(), (Flash4AttentionBackend if request.param == "flash4" else FlashAttentionBackend)()
 
 
 @pytest.mark.parametrize("name", list(SCENARIOS))

@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Chapter 19's H200 session: flash-attn-4 beside flash-attn 2 (no network there). flash-attn-4 travels in two parts
+# (`bash ../shared/gpu/fa4/fetch.sh .gpu/fa4` on the CPU machine, and the kit's stash.sh copied to .gpu/fa4_stash.sh),
+# one call each, right after one another (/root/stash lasts while the machine stays warm):
+#   bash scripts/gpu/flash4_call.sh stash     carrying .gpu/fa4/p1 and .gpu/fa4_stash.sh
+#   bash scripts/gpu/flash4_call.sh bench     carrying .gpu/fa4/p2, .gpu/fa4_stash.sh, the flash-attn wheel and
+#                                             .gpu/wheels: installs (once per machine), records chapter 19's GPU
+#                                             cells, then the ablation's flash4 group (flash-attn 2, then
+#                                             flash-attn-4 with a cold and a warm kernel cache)
+#   bash scripts/gpu/flash4_call.sh test      the same carry; the GPU suite with flash-attn-4 on the path ('auto'
+#                                             picks it), then without it (flash-attn 2)
+set -uo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/../.."
+if [[ "$1" == stash ]]; then bash .gpu/fa4_stash.sh .gpu/fa4 1; exit $?; fi
+OUT=${OUT:-/tmp/flash4_out}; mkdir -p "$OUT"
+if [[ ! -f /tmp/flash4_installed ]]; then  # a later call on the same warm machine skips the install
+  bash .gpu/fa4_stash.sh .gpu/fa4 install >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
+  mkdir -p /tmp/both && cp -r /tmp/site/flash_attn /tmp/both/ && cp -r /tmp/fa4site/flash_attn/cute /tmp/both/flash_attn/
+  touch /tmp/flash4_installed
+fi
+ONLY_FA2=/tmp/site:$PWD
+WITH_FA4=/tmp/both:/tmp/site:/tmp/fa4site:/tmp/fa4site/nvidia_cutlass_dsl/dsl_packages:$PWD
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg NANOSERVE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null)
+PYTHONPATH=$WITH_FA4 python3 -c "from nanoserve.engine.selector import attention_backends as a; print('auto picks:', next(iter(a())))"
+if [[ "$1" == bench ]]; then
+  PYTHONPATH=$WITH_FA4 timeout 200 python3 scripts/gpu/run_gpu_cells.py chapters/19_hopper_attention.ipynb \
+    --out "$OUT" >"$OUT/cells.log" 2>&1; echo "chapter 19 cells: exit $?"; grep -E "Error|Traceback" "$OUT/cells.log" | head
+  MODEL=/root/stash/qwen3-0.6b-random
+  [ -f "$MODEL/config.json" ] || PYTHONPATH=$ONLY_FA2 python3 -m nanobench build-model --config qwen3-0.6b \
+    --out "$MODEL" >"$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; exit 1; }
+  export XDG_CACHE_HOME=$(mktemp -d)  # an empty kernel cache: the first flash4 configuration compiles
+  PYTHONPATH=$WITH_FA4 timeout -k 10 "${LIMIT:-330}" python3 scripts/gpu/ablation.py --model "$MODEL" --out "$OUT" \
+    --configs flash4 --runs "${RUNS:-5}" --budget-s "${BUDGET:-90}" 2>"$OUT/ablation_stderr.log"
+  echo "ablation: exit $?"; du -sh "$XDG_CACHE_HOME"/nanoserve/flash4 2>/dev/null
+elif [[ "$1" == test ]]; then
+  for site in WITH_FA4 ONLY_FA2; do
+    echo "== GPU suite, $site"
+    PYTHONPATH=${!site} timeout "${TEST_LIMIT:-260}" python3 -m pytest -q -p no:cacheprovider tests/gpu \
+      ${TESTS_K:+-k "$TESTS_K"} >"$OUT/tests_$site.log" 2>&1; echo "exit $?"
+    sed -n '/attention backend/p' "$OUT/tests_$site.log"; tail -4 "$OUT/tests_$site.log"
+  done
+fi
+echo "flash4_call $1: ${SECONDS} s"
