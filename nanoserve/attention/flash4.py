@@ -74,9 +74,9 @@ class Flash4AttentionBackend(FlashAttentionBackend):
         return self._attention or flash4_attention()
 
     def decode(self, q, k_cache, v_cache, batch):
-        """One query per sequence over its block table; the library picks how to split long contexts."""
+        """One query per sequence over its block table."""
         out, _ = self.attention()(q.unsqueeze(1), k_cache, v_cache, seqused_k=batch.context_lens,
-                                  page_table=batch.block_tables, causal=True, num_splits=0)
+                                  page_table=batch.block_tables, causal=True)
         return out.squeeze(1)
 
     def varlen(self, q, k_cache, v_cache, batch):
@@ -104,7 +104,7 @@ class Flash4CascadeKernels:
     def suffix(q, k_cache, v_cache, batch):
         """Each row of q against its own blocks after the prefix: (out, lse [T, H])."""
         out, lse = flash4_attention()(q.unsqueeze(1), k_cache, v_cache, seqused_k=batch.context_lens,
-                                      page_table=batch.block_tables, causal=True, num_splits=0, return_lse=True)
+                                      page_table=batch.block_tables, causal=True, return_lse=True)
         return out.squeeze(1), lse.squeeze(-1)
 
 

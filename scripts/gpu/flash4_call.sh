@@ -1,20 +1,24 @@
 #!/usr/bin/env bash
-# Chapter 19's H200 session: flash-attn-4 beside flash-attn 2 (no network there). flash-attn-4 travels in two parts
-# (`bash ../shared/gpu/fa4/fetch.sh .gpu/fa4` on the CPU machine, and the kit's stash.sh copied to .gpu/fa4_stash.sh),
-# one call each, right after one another (/root/stash lasts while the machine stays warm):
-#   bash scripts/gpu/flash4_call.sh stash     carrying .gpu/fa4/p1 and .gpu/fa4_stash.sh
-#   bash scripts/gpu/flash4_call.sh bench     carrying .gpu/fa4/p2, .gpu/fa4_stash.sh, the flash-attn wheel and
-#                                             .gpu/wheels: installs (once per machine), records chapter 19's GPU
-#                                             cells, then the ablation's flash4 group (flash-attn 2, then
-#                                             flash-attn-4 with a cold and a warm kernel cache)
+# Chapter 19's H200 session: flash-attn-4 beside flash-attn 2 (no network there). flash-attn-4 and the CUTLASS DSL
+# travel in three parts (about 30-40 MB each, since a call carries the working tree too), one call each, right after
+# one another (/root/stash lasts while the machine stays warm). Made on the CPU machine from the kit's download:
+#   bash ../shared/gpu/fa4/fetch.sh .gpu/fa4, then join its cu13 parts, `split -n 3` the wheel into .gpu/fa4s/{a,b,c}
+#   and put the small wheels, cu13.name and cu13.sha256 into .gpu/fa4s/c.
+#   bash scripts/gpu/flash4_call.sh stash X   carrying .gpu/fa4s/X, for X = a, b, c
+#   bash scripts/gpu/flash4_call.sh bench     carrying the flash-attn wheel and .gpu/wheels: installs (once per
+#                                             machine), records chapter 19's GPU cells, then the ablation's flash4
+#                                             group (flash-attn 2, then flash-attn-4 with a cold and a warm cache)
 #   bash scripts/gpu/flash4_call.sh test      the same carry; the GPU suite with flash-attn-4 on the path ('auto'
 #                                             picks it), then without it (flash-attn 2)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-if [[ "$1" == stash ]]; then bash .gpu/fa4_stash.sh .gpu/fa4 1; exit $?; fi
+S=/root/stash/fa4; mkdir -p "$S"
+if [[ "$1" == stash ]]; then cp .gpu/fa4s/"$2"/* "$S/" && ls "$S" | tr '\n' ' '; echo; exit 0; fi
 OUT=${OUT:-/tmp/flash4_out}; mkdir -p "$OUT"
 if [[ ! -f /tmp/flash4_installed ]]; then  # a later call on the same warm machine skips the install
-  bash .gpu/fa4_stash.sh .gpu/fa4 install >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
+  W="$S/$(cat "$S/cu13.name")"; cat "$S"/cu13.part0 "$S"/cu13.part1 "$S"/cu13.part2 > "$W"
+  echo "$(cat "$S/cu13.sha256")  $W" | sha256sum -c - || exit 1
+  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fa4site "$S"/*.whl || exit 1
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
   mkdir -p /tmp/both && cp -r /tmp/site/flash_attn /tmp/both/ && cp -r /tmp/fa4site/flash_attn/cute /tmp/both/flash_attn/
   touch /tmp/flash4_installed
