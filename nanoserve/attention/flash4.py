@@ -8,7 +8,7 @@ __all__ = ['MIN_CAPABILITY', 'kernel_cache_dir', 'flash4_available', 'start_impo
 import concurrent.futures
 import functools
 import importlib
-import importlib.util
+import importlib.metadata
 import os
 from pathlib import Path
 
@@ -30,10 +30,11 @@ def flash4_available() -> bool:
     """True on a CUDA GPU of compute capability 9.0 or newer with flash-attn-4 installed (found, not imported)."""
     if not torch.cuda.is_available() or torch.cuda.get_device_capability() < MIN_CAPABILITY:
         return False
-    try:
-        return importlib.util.find_spec("flash_attn.cute") is not None
-    except ImportError:  # no flash_attn package at all
+    try:  # the distribution, not the folder: flash-attn 2.8's wheel ships a flash_attn/cute that cannot run alone
+        importlib.metadata.version("flash-attn-4")
+    except importlib.metadata.PackageNotFoundError:
         return False
+    return True
 
 
 @functools.cache

@@ -9,13 +9,16 @@
 #                                             machine), records chapter 19's GPU cells, then the ablation's flash4
 #                                             group (flash-attn 2, then flash-attn-4 with a cold and a warm cache)
 #   bash scripts/gpu/flash4_call.sh test      the same carry; the GPU suite with flash-attn-4 on the path ('auto'
-#                                             picks it), then without it (flash-attn 2)
+#                                             picks it), then without it (flash-attn 2); TEST_SITES=ONLY_FA2 runs the
+#                                             second alone and needs nothing stashed
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 S=/root/stash/fa4; mkdir -p "$S"
 if [[ "$1" == stash ]]; then cp .gpu/fa4s/"$2"/* "$S/" && ls "$S" | tr '\n' ' '; echo; exit 0; fi
 OUT=${OUT:-/tmp/flash4_out}; mkdir -p "$OUT"
-if [[ ! -f /tmp/flash4_installed ]]; then  # a later call on the same warm machine skips the install
+if [[ ${TEST_SITES:-} == ONLY_FA2 ]]; then  # flash-attn 2 alone: nothing stashed is needed
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
+elif [[ ! -f /tmp/flash4_installed ]]; then  # a later call on the same warm machine skips the install
   W="$S/$(cat "$S/cu13.name")"; cat "$S"/cu13.part0 "$S"/cu13.part1 "$S"/cu13.part2 > "$W"
   echo "$(cat "$S/cu13.sha256")  $W" | sha256sum -c - || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fa4site "$S"/*.whl || exit 1
@@ -38,7 +41,7 @@ if [[ "$1" == bench ]]; then
     --configs flash4 --runs "${RUNS:-5}" --budget-s "${BUDGET:-90}" 2>"$OUT/ablation_stderr.log"
   echo "ablation: exit $?"; du -sh "$XDG_CACHE_HOME"/nanoserve/flash4 2>/dev/null
 elif [[ "$1" == test ]]; then
-  for site in WITH_FA4 ONLY_FA2; do
+  for site in ${TEST_SITES:-WITH_FA4 ONLY_FA2}; do
     echo "== GPU suite, $site"
     PYTHONPATH=${!site} timeout "${TEST_LIMIT:-260}" python3 -m pytest -q -p no:cacheprovider tests/gpu \
       ${TESTS_K:+-k "$TESTS_K"} >"$OUT/tests_$site.log" 2>&1; echo "exit $?"
