@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 
 from nanoserve.attention.cascade import CASCADE_KERNELS
-from nanoserve.attention.flash import FlashAttentionBackend
+from nanoserve.attention.flash import FlashAttentionBackend, flash_attn_available
 
 MIN_CAPABILITY = (9, 0)  # the CUDA devices `auto` picks this backend on: Hopper and newer
 CACHE_SWITCH, CACHE_DIR = "FLASH_ATTENTION_CUTE_DSL_CACHE_ENABLED", "FLASH_ATTENTION_CUTE_DSL_CACHE_DIR"
@@ -64,6 +64,7 @@ class Flash4AttentionBackend(FlashAttentionBackend):
     """Chapter 08's backend (its Triton store and its checks) with flash-attn-4's kernels for decode and varlen."""
 
     name = "flash4"
+    flash2_decode_from = None  # lanes from which decode goes to flash-attn 2's kernel, when installed (None: never)
 
     def __init__(self, attention=None):
         self._attention = attention
@@ -76,6 +77,8 @@ class Flash4AttentionBackend(FlashAttentionBackend):
 
     def decode(self, q, k_cache, v_cache, batch):
         """One query per sequence over its block table."""
+        if self.flash2_decode_from is not None and len(q) >= self.flash2_decode_from and flash_attn_available():
+            return super().decode(q, k_cache, v_cache, batch)
         out, _ = self.attention()(q.unsqueeze(1), k_cache, v_cache, seqused_k=batch.context_lens,
                                   page_table=batch.block_tables, causal=True)
         return out.squeeze(1)

@@ -55,6 +55,13 @@ FLASH4 = [
     ("full, flash-attn-4 (19), cold cache", dict(attention_backend="flash4")),
     ("full, flash-attn-4 (19), warm cache", dict(attention_backend="flash4")),
 ]
+# which decode kernel from how many lanes: flash-attn-4 everywhere, or flash-attn 2's decode from 16 or 64 lanes on
+FLASH4_DECODE = [
+    ("full, flash-attn 2", dict(attention_backend="flash")),
+    ("full, flash-attn-4 (19)", dict(attention_backend="flash4", flash2_decode_from=None)),
+    ("full, flash-attn-4, flash-attn 2 decode from 16 lanes", dict(attention_backend="flash4", flash2_decode_from=16)),
+    ("full, flash-attn-4, flash-attn 2 decode from 64 lanes", dict(attention_backend="flash4", flash2_decode_from=64)),
+]
 # nanobench's workloads with fewer requests and shorter outputs, so the slowest rung still finishes every run
 WORKLOADS = {"random": dict(num_requests=48, output_len=(100, 400)),
              "shared-prefix": dict(num_requests=48, output_len=(100, 400)),
@@ -76,6 +83,8 @@ def configurations(which: list) -> list:
         found += [("loo", name, {**FULL, **change}) for name, change in LEAVE_ONE_OUT]
     if "flash4" in which:
         found += [("flash4", name, {**FULL, **change}) for name, change in FLASH4]
+    if "flash4-decode" in which:
+        found += [("flash4-decode", name, {**FULL, **change}) for name, change in FLASH4_DECODE]
     return found
 
 
@@ -86,6 +95,10 @@ def measure_one(model: str, options: dict, runs: int, budget_s: float) -> dict:
     from nanobench.workloads import make_workload
 
     began = time.perf_counter()
+    if "flash2_decode_from" in options:  # an experiment's knob, not an engine option: chapter 19's decode split
+        from nanoserve.attention.flash4 import Flash4AttentionBackend
+
+        Flash4AttentionBackend.flash2_decode_from = options.pop("flash2_decode_from")
     engine = make_engine("nanoserve", model, {**ENGINE, **options, "skip_tokenizer_init": True})
     row = {"ready_s": time.perf_counter() - began, "workloads": {}, "skipped": []}
     for name, size in WORKLOADS.items():
@@ -130,7 +143,7 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--configs", default="ladder,loo",
-                        help="comma list of ladder (= base + ladder-rest), loo, flash4")
+                        help="comma list of ladder (= base + ladder-rest), loo, flash4, flash4-decode")
     parser.add_argument("--runs", type=int, default=5)
     parser.add_argument("--budget-s", type=float, default=150, help="per configuration, after which it stops")
     parser.add_argument("--one", help=argparse.SUPPRESS)  # internal: JSON engine kwargs for one child process

@@ -38,7 +38,7 @@ if [[ "$1" == bench ]]; then
     --out "$MODEL" >"$OUT/build.log" 2>&1 || { tail -5 "$OUT/build.log"; exit 1; }
   export XDG_CACHE_HOME=$(mktemp -d)  # an empty kernel cache: the first flash4 configuration compiles
   PYTHONPATH=$WITH_FA4 timeout -k 10 "${LIMIT:-330}" python3 scripts/gpu/ablation.py --model "$MODEL" --out "$OUT" \
-    --configs flash4 --runs "${RUNS:-5}" --budget-s "${BUDGET:-90}" 2>"$OUT/ablation_stderr.log"
+    --configs "${CONFIGS:-flash4}" --runs "${RUNS:-5}" --budget-s "${BUDGET:-90}" 2>"$OUT/ablation_stderr.log"
   echo "ablation: exit $?"; du -sh "$XDG_CACHE_HOME"/nanoserve/flash4 2>/dev/null
 elif [[ "$1" == test ]]; then
   for site in ${TEST_SITES:-WITH_FA4 ONLY_FA2}; do
