@@ -31,7 +31,7 @@ WITH_FA4=/tmp/both:/tmp/site:/tmp/fa4site:/tmp/fa4site/nvidia_cutlass_dsl/dsl_pa
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg NANOSERVE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null)
 PYTHONPATH=$WITH_FA4 python3 -c "from nanoserve.engine.selector import attention_backends as a; print('auto picks:', next(iter(a())))"
 if [[ "$1" == bench ]]; then
-  PYTHONPATH=$WITH_FA4 timeout 200 python3 scripts/gpu/run_gpu_cells.py chapters/19_hopper_attention.ipynb \
+  [[ ${CELLS:-1} == 1 ]] && PYTHONPATH=$WITH_FA4 timeout 200 python3 scripts/gpu/run_gpu_cells.py chapters/19_hopper_attention.ipynb \
     --out "$OUT" >"$OUT/cells.log" 2>&1; echo "chapter 19 cells: exit $?"; grep -E "Error|Traceback" "$OUT/cells.log" | head
   MODEL=/root/stash/qwen3-0.6b-random
   [ -f "$MODEL/config.json" ] || PYTHONPATH=$ONLY_FA2 python3 -m nanobench build-model --config qwen3-0.6b \
