@@ -28,7 +28,7 @@ elif [[ ! -f /tmp/flash4_installed ]]; then  # a later call on the same warm mac
 fi
 ONLY_FA2=/tmp/site:$PWD
 WITH_FA4=/tmp/both:/tmp/site:/tmp/fa4site:/tmp/fa4site/nvidia_cutlass_dsl/dsl_packages:$PWD
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg NANOSERVE_COMMIT=$(git rev-parse --short HEAD 2>/dev/null)
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 PYTHONPATH=$WITH_FA4 python3 -c "from nanoserve.engine.selector import attention_backends as a; print('auto picks:', next(iter(a())))"
 if [[ "$1" == bench ]]; then
   [[ ${CELLS:-1} == 1 ]] && PYTHONPATH=$WITH_FA4 timeout 200 python3 scripts/gpu/run_gpu_cells.py chapters/19_hopper_attention.ipynb \

@@ -1,0 +1,30 @@
+"""Solutions to chapter 19's exercises (Hopper attention)."""
+__all__ = ["SOLUTIONS", "WRONG", "EXPLANATIONS"]
+
+
+def visible_keys(n_queries, n_keys):
+    """Query i of the last n_queries sits at position n_keys - n_queries + i and sees every key up to it."""
+    return [n_keys - n_queries + i + 1 for i in range(n_queries)]
+
+
+def visible_keys_from_the_start(n_queries, n_keys):
+    """A typical mistake: aligning the mask to the first key, as if nothing were cached."""
+    return [i + 1 for i in range(n_queries)]
+
+
+SOLUTIONS = {"19.1": visible_keys}
+WRONG = {"19.1": visible_keys_from_the_start}
+EXPLANATIONS = {
+    "19.2": ("Chapter 12's MixedStep: a mixed step's graph runs the decode kernel over every lane slot of its bucket "
+             "(up to max_num_seqs, 256 here), real or padding, and keeps the result only on real lanes. high-churn "
+             "is almost all mixed steps, so its decode kernel runs at large batch sizes even when few requests are "
+             "decoding, and at 256 lanes flash-attn-4's Hopper decode, which cannot split a sequence's keys, has no "
+             "lead over flash-attn 2's (section 1) and in the engine's mixed steps it is slower. Sending those steps to flash-attn 2 from 64 lanes on brings high-churn "
+             "back to 1.00x."),
+    "19.3": ("With flash2_decode_from = None every decode runs on flash-attn-4, and a batch of 256 short requests "
+             "decodes at 256 lanes, where section 1 measured no lead for flash-attn-4: expect it no faster, and "
+             "slower once prompts arrive and mixed steps run (high-churn lost 13%). 128 behaves like 64 for a full batch. The threshold is where the library that "
+             "cannot split stops filling the GPU without splitting: a GPU with twice the streaming multiprocessors "
+             "needs twice the lanes (key heads x lanes thread blocks) to fill, so the crossing would move up, and "
+             "it should be measured again there rather than carried over."),
+}

@@ -1,0 +1,93 @@
+"""Chapter 19's flash-attn-4 backend on a CPU: what 'auto' offers, the door, the argument mapping, the fallbacks."""
+import pytest
+import torch
+
+from course.paged_batch import paged_case, scenario
+from nanoserve.attention import flash4
+from nanoserve.attention.flash4 import Flash4AttentionBackend
+
+
+class Recorder:
+    """Stands in for flash-attn-4's attention function: records each call, returns zeros of the right shapes."""
+
+    def __init__(self):
+        self.calls = []
+
+    def __call__(self, q, k_cache, v_cache, **kwargs):
+        self.calls.append((q.shape, kwargs))
+        return torch.zeros_like(q), None
+
+
+def small_case(name):
+    specs, shared = scenario(name, 16)
+    return paged_case(specs, None, block_size=16, n_heads=4, n_kv_heads=2, head_dim=16, shared_prefix_blocks=shared,
+                      dtype=torch.float32, device="cpu")
+
+
+def test_auto_offers_flash4_but_picks_torch_on_a_cpu():
+    from nanoserve.engine.selector import attention_backends, backend_class
+
+    backends = attention_backends()
+    assert next(iter(backends)) == "torch" and backends["flash4"] is Flash4AttentionBackend
+    assert backend_class("flash4") is Flash4AttentionBackend
+    assert not flash4.flash4_available()
+
+
+def test_flash4_on_a_cpu_is_refused_at_the_door(tmp_path):
+    from nanoserve import LLM
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path / "m")
+    with pytest.raises(ValueError, match="flash4.*CUDA"):
+        LLM(str(path), device="cpu", attention_backend="flash4", skip_tokenizer_init=True)
+
+
+def test_varlen_passes_key_counts_and_block_tables():
+    recorder = Recorder()
+    q, _, _, batch = small_case("chunked_prefill")
+    out = Flash4AttentionBackend(attention=recorder).varlen(q, *batch.kv_caches[0], batch)
+    (shape, kwargs), = recorder.calls
+    assert out.shape == q.shape and shape == q.shape
+    assert kwargs["seqused_k"] is batch.context_lens and kwargs["page_table"] is batch.block_tables
+    assert kwargs["cu_seqlens_q"] is batch.cu_seqlens_q and kwargs["causal"] is True
+    assert "cu_seqlens_k" not in kwargs  # flash-attn-4 refuses cumulative key offsets with a page table
+
+
+@pytest.mark.parametrize("lanes", [6, 64, 100])
+def test_decode_is_a_batch_of_one_token_sequences_without_flash_attn_2(lanes):
+    recorder = Recorder()
+    q, _, _, batch = paged_case([(20, 1)] * lanes, None, block_size=16, n_heads=4, n_kv_heads=2, head_dim=16,
+                                dtype=torch.float32, device="cpu")
+    out = Flash4AttentionBackend(attention=recorder).decode(q, *batch.kv_caches[0], batch)
+    (shape, kwargs), = recorder.calls  # no flash-attn 2 here: every lane count stays with flash-attn-4
+    assert out.shape == q.shape and shape == (lanes, 1, 4, 16)
+    assert kwargs["seqused_k"] is batch.context_lens and kwargs.get("num_splits", 1) == 1
+
+
+def test_missing_library_names_what_to_install(monkeypatch, tmp_path):
+    for name in (flash4.CACHE_SWITCH, flash4.CACHE_DIR):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    flash4.start_import.cache_clear()
+    try:
+        with pytest.raises(ImportError, match="pip install flash-attn-4"):
+            flash4.flash4_attention()
+        assert flash4.kernel_cache_dir() == tmp_path / "nanoserve" / "flash4"
+        import os
+
+        assert os.environ[flash4.CACHE_SWITCH] == "1" and os.environ[flash4.CACHE_DIR] == str(flash4.kernel_cache_dir())
+    finally:
+        flash4.start_import.cache_clear()
+
+
+def test_a_kernel_cache_setting_of_the_user_is_kept(monkeypatch, tmp_path):
+    import os
+
+    monkeypatch.setenv(flash4.CACHE_SWITCH, "0")
+    monkeypatch.setenv(flash4.CACHE_DIR, str(tmp_path))
+    flash4.start_import.cache_clear()
+    try:
+        flash4.start_import().exception()
+        assert os.environ[flash4.CACHE_SWITCH] == "0" and os.environ[flash4.CACHE_DIR] == str(tmp_path)
+    finally:
+        flash4.start_import.cache_clear()
