@@ -18,7 +18,7 @@ from pathlib import Path
 from nanobench.engine_base import nvidia_smi
 from nanobench.results import BUNDLE_SCHEMA, SCHEMA, SMOKE_LABEL, load_results
 
-PROVENANCE_KEYS = ("gpu_name", "gpu_memory_mib", "driver", "cuda", "torch", "flash_attn", "vllm",
+PROVENANCE_KEYS = ("gpu_name", "gpu_memory_mib", "driver", "cuda", "torch", "flash_attn", "flash_attn_4", "vllm",
                    "transformers", "nanoserve", "nanoserve_git", "python", "platform")
 MODEL_CONFIG_KEYS = ("architectures", "model_type", "hidden_size", "intermediate_size", "num_hidden_layers",
                      "num_attention_heads", "num_key_value_heads", "head_dim", "vocab_size",
@@ -77,6 +77,7 @@ def collect_provenance() -> dict:
         "cuda": torch.version.cuda,
         "torch": torch.__version__,
         "flash_attn": package_version("flash_attn", "flash-attn") or flash_attn_version(),
+        "flash_attn_4": package_version("flash-attn-4"),  # chapter 19's kernels, picked on Hopper when installed
         "vllm": package_version("vllm"),
         "transformers": package_version("transformers"),
         "nanoserve": nanoserve.__version__,
