@@ -39,7 +39,7 @@ VLLM_SITE=${VLLM_SITE:-/tmp/vsite}
 mkdir -p "$OUT"
 RUNDIR=$(mktemp -d /tmp/bench_runs.XXXXXX)
 LOG="$OUT/bench.log"
-SESSION=$(date -u +%Y-%m-%dT%H:%M:%SZ)
+SESSION=${SESSION:-$(date -u +%Y-%m-%dT%H:%M:%SZ)}  # one session across calls: pass it to each
 export PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
 say() { echo "[bench_all $(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
 

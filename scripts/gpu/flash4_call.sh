@@ -18,16 +18,12 @@ if [[ "$1" == stash ]]; then cp .gpu/fa4s/"$2"/* "$S/" && ls "$S" | tr '\n' ' ';
 OUT=${OUT:-/tmp/flash4_out}; mkdir -p "$OUT"
 if [[ ${TEST_SITES:-} == ONLY_FA2 ]]; then  # flash-attn 2 alone: nothing stashed is needed
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
-elif [[ ! -f /tmp/flash4_installed ]]; then  # a later call on the same warm machine skips the install
-  W="$S/$(cat "$S/cu13.name")"; cat "$S"/cu13.part0 "$S"/cu13.part1 "$S"/cu13.part2 > "$W"
-  echo "$(cat "$S/cu13.sha256")  $W" | sha256sum -c - || exit 1
-  python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fa4site "$S"/*.whl || exit 1
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
-  mkdir -p /tmp/both && cp -r /tmp/site/flash_attn /tmp/both/ && cp -r /tmp/fa4site/flash_attn/cute /tmp/both/flash_attn/
-  touch /tmp/flash4_installed
+  WITH_FA4=/tmp/site
+else
+  source scripts/gpu/install_flash4.sh || exit 1
 fi
 ONLY_FA2=/tmp/site:$PWD
-WITH_FA4=/tmp/both:/tmp/site:/tmp/fa4site:/tmp/fa4site/nvidia_cutlass_dsl/dsl_packages:$PWD
+WITH_FA4=$WITH_FA4:$PWD
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 PYTHONPATH=$WITH_FA4 python3 -c "from nanoserve.engine.selector import attention_backends as a; print('auto picks:', next(iter(a())))"
 if [[ "$1" == bench ]]; then

@@ -1,35 +1,45 @@
 #!/usr/bin/env bash
-# Every workload on nanoserve, vLLM, nano-vllm and the transformers baseline, back to back on one H200, in ONE
-# call (about 8 minutes). Run ON THE GPU MACHINE from the repository root, after the six vLLM parts were stashed
-# by earlier calls (`bash .gpu/stash.sh .gpu/vllm K`, see ../shared/gpu/README.md). It expects in .gpu/:
-#   flash_attn-*.whl, config.json (Qwen3-0.6B), tokenizer/ (`python -m nanobench build-tokenizer
-#   .gpu/tokenizer`: nano-vllm loads a tokenizer), nano-vllm/ (its source: `git archive HEAD` of
-#   GeeeekExplorer/nano-vllm, with its commit in nano-vllm/COMMIT) and wheels/ (xxhash, which nano-vllm needs).
-#
-#   OUT=/tmp/three_out bash scripts/gpu/three_engines.sh
-#
-# Returns $OUT/results.json (a bundle: `python -m nanobench unpack results.json` at home), $OUT/bench.log,
-# and prints the engines-side-by-side table last. Knobs: ENGINES, WORKLOADS and the per-engine timeouts of
-# bench_all.sh; the transformers baseline runs fewer requests (TRANSFORMERS_ARGS) to fit the budget.
+# nanoserve (its default attention: flash-attn-4 on Hopper), vLLM 0.24.0 and nano-vllm on every workload, back to
+# back on one warm H200, in two calls (each engine process has its own timeout; a call may run 10 minutes).
+# Run ON THE GPU MACHINE from the repository root after the stash calls, one right after another:
+#   bash scripts/gpu/spec_call.sh stash spec/NN    (NN = 00..07, carrying .gpu/spec/NN: vLLM and its deps)
+#   bash scripts/gpu/flash4_call.sh stash X        (X = a, b, c, carrying .gpu/fa4s/X: flash-attn-4)
+# then, carrying .gpu/spec/08, .gpu/spec/SHA256, the flash-attn wheel, .gpu/wheels (xxhash for nano-vllm),
+# .gpu/tokenizer (`python -m nanobench build-tokenizer .gpu/tokenizer`) and .gpu/nano-vllm (`git archive HEAD` of
+# GeeeekExplorer/nano-vllm, its commit in nano-vllm/COMMIT):
+#   PART=a OUT=$OUT bash scripts/gpu/three_engines.sh   nanoserve on empty kernel caches (cold start), a second
+#                                                       nanoserve process on the caches the first filled (warm
+#                                                       start, latency only), then nano-vllm
+#   PART=b OUT=$OUT bash scripts/gpu/three_engines.sh   vLLM with its defaults (FlashAttention 3), then vLLM with
+#                                                       flash-attn 2 on the long-prompt workload (FA2=0 skips it)
+# Each part leaves $OUT/<name>/results.json (a bundle: `python -m nanobench unpack`) and prints its table last.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export OUT=${OUT:-/tmp/three_out}; mkdir -p "$OUT"
 START=$(date +%s)
-
-if [ ! -d /tmp/vsite/vllm ]; then
-  bash .gpu/stash.sh .gpu/vllm install >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; echo "vLLM install failed: vLLM is skipped"; }
+bash scripts/gpu/install_spec_pack.sh >"$OUT/install.log" 2>&1 || echo "vLLM install failed: vLLM is skipped"
+source scripts/gpu/install_flash4.sh >>"$OUT/install.log" 2>&1 || { echo "flash-attn-4 install failed"; WITH_FA4=/tmp/site; }
+python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >>"$OUT/install.log" 2>&1
+export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 FLASH_SITE=$WITH_FA4 MODEL=/tmp/qwen3-0.6b CONFIG=qwen3-0.6b
+export NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
+export WORKLOADS=${WORKLOADS:-random,shared-prefix,high-churn,prefill-bound,latency} RUNS=${RUNS:-3} TAG=${TAG:-h200}
+echo "installs: $(( $(date +%s) - START )) s; nanoserve $NANOSERVE_COMMIT"
+bench() {  # bench NAME ENGINES [VAR=VALUE ...]: one bench_all.sh run into $OUT/NAME
+  local name=$1 engines=$2; shift 2
+  env "$@" OUT="$OUT/$name" ENGINES="$engines" bash scripts/gpu/bench_all.sh >"$OUT/$name.out" 2>&1
+  echo "== $name: exit $?"; grep -v '^\[bench_all' "$OUT/$name.out" | grep -v '^\[bench\]' | tail -14
+}
+if [[ ${PART:-a} == a ]]; then
+  export XDG_CACHE_HOME=/root/stash/xdg TRITON_CACHE_DIR=/root/stash/triton  # empty on a fresh machine: a cold start
+  rm -rf "$XDG_CACHE_HOME" "$TRITON_CACHE_DIR"
+  bench cold nanoserve NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-200}
+  bench warm nanoserve WORKLOADS=latency NANOSERVE_TIMEOUT=90
+  bench nano-vllm nano-vllm NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-200}
+else
+  bench vllm vllm VLLM_TIMEOUT=${VLLM_TIMEOUT:-300}
+  # vLLM 0.24 ignores VLLM_FLASH_ATTN_VERSION: the version is an engine option
+  [[ ${FA2:-1} == 1 ]] && bench vllm-fa2 vllm WORKLOADS=prefill-bound,random TAG=h200-vllm-fa2 VLLM_TIMEOUT=200 \
+    VLLM_ARGS='--engine-arg attention_config={"flash_attn_version":2}'
+  grep -h "FlashAttention version\|attention backend" "$OUT"/vllm*/bench.log | sort -u | cut -c1-200
 fi
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >>"$OUT/install.log" 2>&1 \
-  || echo "WARNING: flash-attn or the wheels in .gpu/wheels did not install (see install.log)"
-export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
-echo "installs: $(( $(date +%s) - START )) s"
-
-ENGINES=${ENGINES:-"nanoserve vllm nano-vllm transformers"} \
-WORKLOADS=${WORKLOADS:-random,shared-prefix,high-churn,prefill-bound,latency} \
-NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-120} VLLM_TIMEOUT=${VLLM_TIMEOUT:-200} \
-NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-120} TRANSFORMERS_TIMEOUT=${TRANSFORMERS_TIMEOUT:-150} \
-TAG=${TAG:-h200} bash scripts/gpu/bench_all.sh >"$OUT/bench_all.out" 2>&1
-rc=$?
-grep -v '^\[bench_all' "$OUT/bench_all.out" | tail -40   # the bundle line and the table, last
-echo "three_engines: exit $rc after $(( $(date +%s) - START )) s"
-exit $rc
+echo "three_engines part ${PART:-a}: ${SECONDS} s"
