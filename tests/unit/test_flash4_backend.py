@@ -15,7 +15,8 @@ class Recorder:
 
     def __call__(self, q, k_cache, v_cache, **kwargs):
         self.calls.append((q.shape, kwargs))
-        return torch.zeros_like(q), None
+        lse = torch.zeros(q.shape[:-1]).transpose(-1, -2) if kwargs.get("return_lse") else None  # [H, T] or [B, H, Sq]
+        return torch.zeros_like(q), lse
 
 
 def small_case(name):
@@ -62,6 +63,79 @@ def test_decode_is_a_batch_of_one_token_sequences_without_flash_attn_2(lanes):
     (shape, kwargs), = recorder.calls  # no flash-attn 2 here: every lane count stays with flash-attn-4
     assert out.shape == q.shape and shape == (lanes, 1, 4, 16)
     assert kwargs["seqused_k"] is batch.context_lens and kwargs.get("num_splits", 1) == 1
+
+
+class Flash2Recorder:
+    """Stands in for chapter 13's flash-attn 2 kernels: records each suffix call, returns zeros and an lse [B, H]."""
+
+    def __init__(self):
+        self.calls = []
+
+    def suffix(self, q, k_cache, v_cache, batch):
+        self.calls.append(q.shape)
+        return torch.zeros_like(q), torch.zeros(q.shape[:2])
+
+
+def decode_case(lanes):
+    q, _, _, batch = paged_case([(20, 1)] * lanes, None, block_size=16, n_heads=4, n_kv_heads=2, head_dim=16,
+                                dtype=torch.float32, device="cpu")
+    return q, batch
+
+
+@pytest.mark.parametrize("lanes", [6, 63, 64, 100])
+def test_decode_and_the_cascade_suffix_follow_the_threshold(lanes):
+    flash4_fn, flash2 = Recorder(), Flash2Recorder()
+    backend = Flash4AttentionBackend(attention=flash4_fn, flash2=flash2)
+    q, batch = decode_case(lanes)
+    batch.backend = backend  # the cascade's kernels take the backend from their batch
+    out = backend.decode(q, *batch.kv_caches[0], batch)
+    own, lse = flash4.CASCADE_KERNELS["flash4"].suffix(q, *batch.kv_caches[0], batch)
+    to_flash2 = lanes >= Flash4AttentionBackend.flash2_decode_from
+    assert len(flash2.calls) == (2 if to_flash2 else 0) and len(flash4_fn.calls) == (0 if to_flash2 else 2)
+    assert out.shape == own.shape == q.shape and lse.shape == q.shape[:2]
+    if not to_flash2:
+        assert [kwargs.get("return_lse", False) for _, kwargs in flash4_fn.calls] == [False, True]
+
+
+def test_no_threshold_keeps_every_decode_on_flash4():
+    flash4_fn, flash2 = Recorder(), Flash2Recorder()
+    backend = Flash4AttentionBackend(attention=flash4_fn, flash2=flash2)
+    backend.flash2_decode_from = None
+    q, batch = decode_case(100)
+    flash4.flash4_decode(backend, q, *batch.kv_caches[0], batch)
+    assert not flash2.calls and len(flash4_fn.calls) == 1
+
+
+def test_flash2_is_used_only_when_installed(monkeypatch):
+    backend = Flash4AttentionBackend(attention=Recorder())
+    assert backend.flash2_kernels(100) is None  # a CPU: no flash-attn 2
+    monkeypatch.setattr(flash4, "flash_attn_available", lambda: True)
+    assert backend.flash2_kernels(100) is flash4.CASCADE_KERNELS["flash"] and backend.flash2_kernels(63) is None
+
+
+def test_shared_decode_matches_the_torch_reference_with_its_lse():
+    from nanoserve.attention.cascade import TorchCascadeKernels, attend_with_lse
+    from nanoserve.attention.torch_ref import TorchAttentionBackend, gather_context
+
+    def flash4_contract(q, k_cache, v_cache, seqused_k=None, page_table=None, return_lse=False, **_):
+        """flash-attn-4's batched decode (one query per sequence) in torch: out [B, 1, H, D], lse [B, H, 1]."""
+        pairs = [attend_with_lse(q[b], *gather_context(k_cache, v_cache, page_table[b], n))
+                 for b, n in enumerate(seqused_k.tolist())]
+        lse = torch.stack([l.t() for _, l in pairs])
+        return torch.stack([o for o, _ in pairs]), (lse if return_lse else None)
+
+    q, k, v, batch = paged_case([(20, 1), (37, 1), (5, 1)], None, block_size=16, n_heads=4, n_kv_heads=2,
+                                head_dim=16, dtype=torch.float32, device="cpu")
+    k_cache, v_cache = batch.kv_caches[0]
+    TorchAttentionBackend().store(k, v, k_cache, v_cache, batch.slot_mapping)
+    want, want_lse = TorchCascadeKernels.suffix(q, k_cache, v_cache, batch)
+    for threshold in (None, 1):  # flash-attn-4's path, then flash-attn 2's (torch suffix standing in)
+        backend = Flash4AttentionBackend(attention=flash4_contract, flash2=TorchCascadeKernels)
+        backend.flash2_decode_from = threshold
+        out, lse = flash4.flash4_decode(backend, q, k_cache, v_cache, batch, return_lse=True)
+        torch.testing.assert_close(out, want)
+        torch.testing.assert_close(lse, want_lse)  # the same [B, H] layout from either library
+        torch.testing.assert_close(flash4.flash4_decode(backend, q, k_cache, v_cache, batch), want)
 
 
 def test_missing_library_names_what_to_install(monkeypatch, tmp_path):
