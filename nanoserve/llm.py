@@ -61,11 +61,13 @@ class LLMBase:
             return self.engine.reset_prefix_cache()
 
     def start_profile(self) -> None:
-        """Start torch's profiler; stop_profile() writes a trace to LLM(torch_profiler_dir=...) or $VLLM_TORCH_PROFILER_DIR."""
-        directory = self.config.torch_profiler_dir or os.environ.get("VLLM_TORCH_PROFILER_DIR")
+        """Start torch's profiler; stop_profile() writes a trace to profiler_config's torch_profiler_dir,
+        LLM(torch_profiler_dir=...) or $VLLM_TORCH_PROFILER_DIR."""
+        directory = ((self.config.profiler_config or {}).get("torch_profiler_dir") or self.config.torch_profiler_dir
+                     or os.environ.get("VLLM_TORCH_PROFILER_DIR"))
         if not directory:
             raise ValueError("start_profile() needs a trace directory: set VLLM_TORCH_PROFILER_DIR or pass "
-                             "LLM(torch_profiler_dir=...)")
+                             "LLM(profiler_config={'profiler': 'torch', 'torch_profiler_dir': ...})")
         if self._profiler is not None:
             raise RuntimeError("the profiler is already running: call stop_profile() first")
         kinds = torch.profiler.ProfilerActivity

@@ -138,6 +138,19 @@ def _compilation_config(name: str, value) -> dict:
                                           CUDAGRAPH_MODE)}
 
 
+def _profiler_config(name: str, value) -> dict:
+    """vLLM's profiler_config, of which nanoserve reads two keys: profiler ("torch" only) and torch_profiler_dir."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict, got {type(value).__name__}")
+    unknown = sorted(set(value) - {"profiler", "torch_profiler_dir"})
+    if unknown:
+        raise ValueError(f"{name} has unsupported key(s) {unknown}: nanoserve reads profiler and torch_profiler_dir")
+    if value.get("profiler", "torch") != "torch":
+        raise ValueError(f"{name}.profiler must be 'torch' (nanoserve runs torch's only), got {value['profiler']!r}")
+    directory = value.get("torch_profiler_dir")
+    return {"profiler": "torch", "torch_profiler_dir": directory and _path(f"{name}.torch_profiler_dir", directory)}
+
+
 def _speculative_config(name: str, value):
     """Chapter 18's SpeculativeConfig from a dict, a JSON string or one (it checks the contents)."""
     try:
@@ -271,6 +284,8 @@ class EngineConfig:
                                                        help='{"cudagraph_mode": FULL, FULL_DECODE_ONLY or NONE}'))
     torch_profiler_dir: str | None = field(None, Rule("str", optional=True, parse=_path, help="where "
                                            "start_profile() writes traces (default: $VLLM_TORCH_PROFILER_DIR)"))
+    profiler_config: dict | None = field(None, Rule("json", optional=True, parse=_profiler_config,
+                                                    help='{"profiler": "torch", "torch_profiler_dir": DIR} (vLLM\'s)'))
 
     def __post_init__(self):
         check_fields(self)

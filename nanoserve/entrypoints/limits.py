@@ -132,8 +132,8 @@ def check_request(req: GenerateRequest, limits: ServerLimits, engine) -> None:
     if req.max_tokens_given:
         per_choice, limit, field = req.params.max_tokens, engine.config.max_model_len, req.max_tokens_field
         if per_choice > limit:  # vLLM's words and parameter
-            raise RequestError(f"{field}={per_choice} cannot be greater than max_model_len={limit}. Please request "
-                               f"fewer output tokens. (parameter={field}, value={per_choice})", field)
+            raise RequestError(f"{field}={per_choice} cannot be greater than max_model_len=max_total_tokens={limit}. "
+                               f"Please request fewer output tokens. (parameter={field}, value={per_choice})", field)
         if n * per_choice > capacity:
             raise RequestError(f"n={n} choices of up to {per_choice} tokens need more KV than this server's "
                                f"whole cache holds ({capacity} tokens): lower n or max_tokens", param)

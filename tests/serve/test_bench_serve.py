@@ -49,6 +49,28 @@ def test_result_json_has_vllm_bench_serve_keys(server, tmp_path):
     assert result["config"]["ignore_eos"] is False  # vLLM's default: outputs may stop at EOS
 
 
+
+VLLM_FILE = "benchmarks/results/serve_vllm_client_h200_2026-12-02/vllm_client/vllm-rateinf.json"  # vllm bench serve's
+
+
+def test_result_json_has_every_key_of_a_recorded_vllm_bench_serve_file(server, tmp_path):
+    """Every top-level key of a file vLLM 0.24's own `vllm bench serve` wrote (same percentile flags) is ours too."""
+    from pathlib import Path
+
+    recorded = json.loads((Path(__file__).parents[2] / VLLM_FILE).read_text())
+    rc = main(["--base-url", server, "--model", MODEL_NAME, "--num-prompts", "4", "--input-len", "8",
+               "--output-len", "3", "--request-rate", "inf", "--out", str(tmp_path), "--result-file", "ours.json",
+               "--percentile-metrics", "ttft,tpot,itl,e2el", "--metric-percentiles", "50,90,99"])
+    assert rc == 0
+    result = json.loads((tmp_path / "ours.json").read_text())
+    assert set(recorded) - set(result) == set()
+    assert {k: type(result[k]) for k in recorded if recorded[k] is not None} == \
+        {k: type(v) for k, v in recorded.items() if v is not None}
+    n = result["num_prompts"]
+    assert len(result["start_times"]) == n and result["backend"] == "openai" and result["tokenizer_id"] == MODEL_NAME
+    assert 1 <= result["max_concurrent_requests"] <= n and result["rtfx"] == 0.0
+    assert 1 <= result["max_output_tokens_per_s"] <= result["total_output_tokens"]
+
 def test_bench_client_counts_failures(tmp_path, capsys):
     rc = main(["--base-url", "http://127.0.0.1:9", "--model", "x", "--num-prompts", "2", "--input-len", "4",
                "--output-len", "2", "--out", str(tmp_path), "--result-file", "fail.json"])

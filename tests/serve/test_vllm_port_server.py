@@ -25,8 +25,8 @@ def error_of(r: httpx.Response, param: str) -> str:
 def test_max_tokens_over_the_context_is_refused_in_vllms_words(server, field):
     body = {**CHAT, "max_tokens": None, field: 100_000}
     message = error_of(post(server, "/v1/chat/completions", body), field)
-    assert message == (f"{field}=100000 cannot be greater than max_model_len={MAX_MODEL_LEN}. Please request fewer "
-                       f"output tokens. (parameter={field}, value=100000)")
+    assert message == (f"{field}=100000 cannot be greater than max_model_len=max_total_tokens={MAX_MODEL_LEN}. "
+                       f"Please request fewer output tokens. (parameter={field}, value=100000)")
     completion = {"model": MODEL_NAME, "prompt": "hi", "max_tokens": 100_000}
     assert "cannot be greater than max_model_len" in error_of(post(server, "/v1/completions", completion), "max_tokens")
 

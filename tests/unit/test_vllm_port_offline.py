@@ -131,6 +131,27 @@ def test_profiler_writes_a_trace_or_is_refused_by_name(llm, tmp_path, monkeypatc
     assert len(llm.generate("hello", SamplingParams(temperature=0, max_tokens=2), use_tqdm=False)[0].outputs[0].token_ids)
 
 
+
+def test_profiler_config_as_vllm_spells_it(tmp_path, monkeypatch):
+    """LLM(profiler_config={"profiler": "torch", "torch_profiler_dir": ...}), vLLM's way to turn tracing on."""
+    from nanoserve import LLM, SamplingParams
+
+    monkeypatch.delenv("VLLM_TORCH_PROFILER_DIR", raising=False)
+    for bad, error in (({"profiler": "cuda"}, "profiler_config.profiler must be 'torch'"),
+                       ({"torch_profiler_with_stack": True}, r"unsupported key\(s\) \['torch_profiler_with_stack'\]")):
+        with pytest.raises(ValueError, match=error):
+            EngineConfig(model="m", profiler_config=bad)
+    with pytest.raises(TypeError, match="profiler_config must be a dict"):
+        EngineConfig(model="m", profiler_config="torch")
+    path = make_tiny_checkpoint(tmp_path / "tiny", seed=4, max_position_embeddings=64)
+    traces = tmp_path / "traces"
+    with LLM(str(path), device="cpu", skip_tokenizer_init=True, num_kv_blocks=16, block_size=4,
+             profiler_config={"profiler": "torch", "torch_profiler_dir": str(traces)}) as llm:
+        llm.start_profile()
+        llm.generate({"prompt_token_ids": [1, 2]}, SamplingParams(temperature=0, max_tokens=2), use_tqdm=False)
+        llm.stop_profile()
+    assert any(traces.iterdir())
+
 def test_chat_content_format_and_tokenization_kwargs(llm):
     from nanoserve import SamplingParams
 

@@ -1,4 +1,5 @@
 """The wheel ships nanoserve and nanobench only; an editable install still finds `course` in the checkout."""
+import os
 import shutil
 import subprocess
 import sys
@@ -46,7 +47,8 @@ def test_an_editable_install_puts_the_checkout_on_the_path(tmp_path):
     site = next((tmp_path / "prefix").glob("lib/python*/site-packages"))
     (src / "chapters").mkdir()
     probe = f"import site; site.addsitedir({str(site)!r}); import course, nanoserve; print(course.__file__)"
+    env = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}  # a worktree's PYTHONPATH would find course first
     out = subprocess.run([sys.executable, "-S", "-c", probe], cwd=src / "chapters", capture_output=True, text=True,
-                         timeout=60)
+                         timeout=60, env=env)
     assert out.returncode == 0, out.stderr
     assert Path(out.stdout.strip()).resolve() == (src / "course" / "__init__.py").resolve()
