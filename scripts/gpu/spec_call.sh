@@ -2,7 +2,10 @@
 # Chapter 18's H200 session (no network there). What travels is bigger than one call may carry, so it goes in
 # parts, one call each, right after one another (/root/stash lasts while the machine stays warm):
 #   bash scripts/gpu/spec_call.sh stash spec/NN   carrying .gpu/spec/NN (NN = 00..07: vLLM 0.24.0, its offline deps,
-#                                                 numba and llvmlite, as one tar split in 42 MB parts)
+#                                                 numba and llvmlite, as one tar split in 42 MB parts; the
+#                                                 join takes part* in name order, so a part may travel as two
+#                                                 halves, spec/00a and spec/00b: three calls carrying the whole
+#                                                 first part failed on the device on 2026-12-04, the halves did not)
 #   bash scripts/gpu/spec_call.sh stash smolK     carrying .gpu/smolK (K = 1, 2: the SmolLM2 GGUF's first parts)
 #   bash scripts/gpu/spec_call.sh run             carrying .gpu/spec/08, .gpu/spec/SHA256, .gpu/smol3, the flash-attn
 #                                                 wheel and .gpu/wheels: installs (once per machine), then the bench
