@@ -45,10 +45,12 @@ def flash_attn_version():
 
 
 def git_commit():
-    """Commit of the checkout (with "-dirty" when it has changes); outside git, NANOSERVE_GIT_COMMIT or None."""
+    """The commit a launcher states in NANOSERVE_GIT_COMMIT, else the checkout's (with "-dirty" when it has
+    changes), else None."""
+    stated = os.environ.get("NANOSERVE_GIT_COMMIT")  # a copied tree's .git may be older than the files copied
     root = Path(__file__).resolve().parents[1]  # nanobench/ sits at the repository root
-    if not (root / ".git").exists():  # a copied tree: the launcher may say which commit it copied
-        return os.environ.get("NANOSERVE_GIT_COMMIT") or None
+    if stated or not (root / ".git").exists():
+        return stated or None
     try:
         head = subprocess.run(["git", "-C", str(root), "rev-parse", "HEAD"], capture_output=True, text=True, timeout=10)
         dirty = subprocess.run(["git", "-C", str(root), "status", "--porcelain", "--untracked-files=no"],

@@ -25,10 +25,10 @@ def graph_variants(config, backend) -> list:
     from nanoserve.attention.cascade import CASCADE_KERNELS, CASCADE_MIN_LANES, CascadeDecode  # chapter 13
     from nanoserve.attention.mixed_step import MixedStep, token_buckets  # chapter 12
     from nanoserve.attention.paged_decode import PagedDecode  # chapter 09
-    from nanoserve.engine.cuda_graphs import graph_buckets  # chapter 09
+    from nanoserve.engine import cuda_graphs  # chapter 09
     from nanoserve.engine.graph_runner import DecodeVariant  # chapter 12
 
-    decode = graph_buckets(config.max_num_seqs)
+    decode = cuda_graphs.graph_buckets(config.max_num_seqs, smallest=cuda_graphs.DECODE_MIN_LANES)
     mixed = token_buckets(config.max_num_batched_tokens)
     shape = (config.max_model_len, config.block_size)
     variants = [DecodeVariant(PagedDecode(backend, decode, *shape)),
@@ -43,7 +43,8 @@ def graph_variants(config, backend) -> list:
         from nanoserve.attention.spec_verify import SpecVerify  # chapter 18
 
         width = spec.num_speculative_tokens + 1
-        lanes = [b for b in decode if b * width <= max(mixed)]
+        # every bucket from 1 lane: a verify step of 1 lane is 1 + k tokens, and padding it to 8 is not measured
+        lanes = [b for b in cuda_graphs.graph_buckets(config.max_num_seqs) if b * width <= max(mixed)]
         variants.insert(0, SpecVerify(backend, lanes, width, *shape))
     return variants
 

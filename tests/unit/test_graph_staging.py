@@ -1,5 +1,6 @@
 """The graph runners' CPU side (chapters 09, 12 and 13): bucket grid, one-copy staging, each variant's plan and
 metadata."""
+import dataclasses
 from types import SimpleNamespace
 
 import numpy as np
@@ -10,9 +11,14 @@ from hypothesis import given, strategies as st
 from nanoserve.attention.mixed_step import MixedStep, plan_mixed_layout, token_buckets
 from nanoserve.attention.paged_decode import PagedDecode, pick_bucket
 from nanoserve.attention.torch_ref import TorchAttentionBackend
-from nanoserve.engine.cuda_graphs import DecodeGraphRunner, StaticInputs, graph_buckets, graph_sample
+from nanoserve.engine.config import EngineConfig
+from nanoserve.engine.cuda_graphs import DECODE_MIN_LANES, DecodeGraphRunner, StaticInputs, graph_buckets, graph_sample
 from nanoserve.engine.graph_runner import DecodeVariant, GraphRunner
 from nanoserve.engine.model_runner import build_step_inputs
+from nanoserve.engine.selector import graph_variants
+from nanoserve.engine.spec_decode import SpeculativeConfig
+from nanoserve.model.loader import load_config
+from nanoserve.model.tiny import make_tiny_checkpoint
 
 
 def decode_step(ids, positions, tables, block_size=4):
@@ -25,6 +31,8 @@ def test_bucket_grid():
     assert graph_buckets(20) == [1, 2, 4, 8, 16, 20]
     assert graph_buckets(64) == [1, 2, 4, 8, 16, 32, 48, 64]
     assert graph_buckets(256)[-3:] == [224, 240, 256]
+    assert graph_buckets(64, smallest=8) == [8, 16, 32, 48, 64] and graph_buckets(20, smallest=5) == [8, 16, 20]
+    assert graph_buckets(3, smallest=8) == [3] and graph_buckets(8, smallest=8) == [8]  # never empty, ends at limit
     assert token_buckets(8192) == [16, 32, 64, 128, 256, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192]
     assert token_buckets(1000)[-3:] == [512, 768, 1000] and token_buckets(16) == [16] and token_buckets(15) == []
     for bad in (0, -3, 2.5, True, "512"):
@@ -169,3 +177,16 @@ def test_mixed_staging_pads_lanes_pieces_and_rows():
     crowded = build_step_inputs([[1, 2]] * 4, [0] * 4, [[0]] * 4, [True] * 4, block_size=4)
     long = build_step_inputs([list(range(17))], [0], [[0, 1, 2, 3, 4]], [True], block_size=4)
     assert mixed.plan(decode) is None and mixed.plan(crowded) is None and mixed.plan(long) is None
+
+
+
+def test_engine_decode_buckets_start_at_decode_min_lanes(tmp_path):
+    """The engine's decode buckets start at DECODE_MIN_LANES (or at max_num_seqs); verify steps keep the grid from 1."""
+    path = make_tiny_checkpoint(tmp_path / "tiny")
+    config = EngineConfig(str(path), device="cpu", max_num_seqs=64).resolve(load_config(path))
+    spec = dataclasses.replace(config, speculative_config=SpeculativeConfig(num_speculative_tokens=3))
+    buckets = {v.name: v.buckets for v in graph_variants(spec, TorchAttentionBackend())}
+    assert DECODE_MIN_LANES == 8 and buckets["decode"] == [8, 16, 32, 48, 64]
+    assert buckets["verify"][0] == 1 + 3  # one lane of its last token and 3 drafts
+    small = dataclasses.replace(config, max_num_seqs=4)
+    assert {v.name: v.buckets for v in graph_variants(small, TorchAttentionBackend())}["decode"] == [4]

