@@ -11,7 +11,7 @@ import time
 
 import torch
 
-import nanoserve.engine.cuda_graphs as cuda_graphs
+import nanoserve.engine.selector as selector
 from nanoserve import LLM, SamplingParams
 from nanobench.provenance import collect_provenance, utc_now
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
@@ -41,7 +41,7 @@ def main():
     rows = {}
     for name, smallest in (("buckets from 1", 1), ("buckets from 8", 8), ("buckets from 1, again", 1),
                            ("buckets from 8, again", 8)):
-        cuda_graphs.DECODE_MIN_LANES = smallest  # read by the engine's selector when it builds its graph variants
+        selector.DECODE_MIN_LANES = smallest  # read when the engine builds its graph variants
         t0 = time.perf_counter()
         llm = LLM(str(model), attention_backend=backend, max_model_len=4096)
         ready = time.perf_counter() - t0

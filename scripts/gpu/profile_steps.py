@@ -19,7 +19,7 @@ from nanobench.provenance import collect_provenance, command_line, utc_now
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
 
 
-def kernel_table(prof, top=14):
+def kernel_table(prof, top=30):
     """(name, calls, total ms) of the kernels that took the most GPU time, and the total."""
     rows = [(e.key, e.count, e.device_time_total / 1000) for e in prof.key_averages()
             if e.device_time_total > 0 and e.device_type.name == "CUDA"]

@@ -12,10 +12,10 @@ from nanoserve.attention.mixed_step import MixedStep, plan_mixed_layout, token_b
 from nanoserve.attention.paged_decode import PagedDecode, pick_bucket
 from nanoserve.attention.torch_ref import TorchAttentionBackend
 from nanoserve.engine.config import EngineConfig
-from nanoserve.engine.cuda_graphs import DECODE_MIN_LANES, DecodeGraphRunner, StaticInputs, graph_buckets, graph_sample
+from nanoserve.engine.cuda_graphs import DecodeGraphRunner, StaticInputs, graph_buckets, graph_sample
 from nanoserve.engine.graph_runner import DecodeVariant, GraphRunner
 from nanoserve.engine.model_runner import build_step_inputs
-from nanoserve.engine.selector import graph_variants
+from nanoserve.engine.selector import DECODE_MIN_LANES, graph_variants
 from nanoserve.engine.spec_decode import SpeculativeConfig
 from nanoserve.model.loader import load_config
 from nanoserve.model.tiny import make_tiny_checkpoint
