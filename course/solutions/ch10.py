@@ -10,8 +10,8 @@ def kernels_after_fusion_on_cpu():
 
 
 def kernels_after_fusion_as_on_the_gpu():
-    """A typical mistake: the GPU's count (ten launches) for a layer that ran on the CPU."""
-    return 10
+    """A typical mistake: the GPU's count (eight launches) for a layer that ran on the CPU."""
+    return 8
 
 
 def rotary_launch(tokens, q_heads, k_heads, head_dim):
@@ -30,11 +30,11 @@ SOLUTIONS = {"10.1": kernels_after_fusion_on_cpu, "10.2": rotary_launch}
 WRONG = {"10.1": kernels_after_fusion_as_on_the_gpu, "10.2": rotary_launch_query_heads_only}
 
 EXPLANATIONS = {
-    "10.3": """Per layer the fused model runs 4 GEMMs, 2 RMSNorms on the residual stream, q_norm, k_norm, rotary,
-SiLU-and-mul, plus the KV store and attention: 12 kernels. Folding q_norm, k_norm and rotary into one leaves
-10. The combined kernel must know, per token, its position (to pick the cos/sin row), both gains (q_norm's and
-k_norm's weights), epsilon, the head counts of q and k and their strides in the QKV output, and it must
-normalise a whole head before rotating it: the rotation mixes the two halves of a head, so the RMS of the full
-head has to be known first. One program per (token, head) that loads the head, normalises, rotates and
-stores does it.""",
+    "10.3": """The store needs what the attention backend owns: the step's slot mapping (which cache slot each token's
+key and value go to, with -1 for padding lanes that write nowhere), the cache tensors of this layer and their
+layout (block size, and the shape the backend gave them), and v, which the rotary kernel never reads. The model would have to hand the kernel the backend's cache and metadata, so the fused
+kernel would belong to the attention backend, not to the model: the backend's `forward(q, k, v, layer, batch)`
+would take un-rotated q and k plus the norms. That crosses chapter 08's seam (the model does not know the
+cache); it saves one launch per layer (28 per step, about 1 us each in a graph), and each backend (torch,
+flash, flash-attn-4) would need its own version.""",
 }

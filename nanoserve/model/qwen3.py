@@ -74,16 +74,17 @@ class Qwen3Attention(nn.Module):
         self.o_proj = layers.row(config.num_attention_heads * self.head_dim, config.hidden_size, o_bias)
         self.q_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
         self.k_norm = RMSNorm(self.head_dim, config.rms_norm_eps) if qk_norm else nn.Identity()
-        self.rotary = rotary
-        self.scale = self.head_dim ** -0.5
+        self.rotary, self.scale = rotary, self.head_dim ** -0.5
+
+    def norm_and_rotate(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        """Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (an identity without Qwen3's q/k norm), then rotary."""
+        return self.rotary(positions, self.q_norm(q), self.k_norm(k))
 
     def forward(self, positions: torch.Tensor, hidden: torch.Tensor, batch=None) -> torch.Tensor:
         T = hidden.shape[0]
-        q, k, v = self.qkv_proj(hidden).split([self.qkv_proj.q_size, self.qkv_proj.kv_size, self.qkv_proj.kv_size], -1)
-        q = self.q_norm(q.view(T, self.num_heads, self.head_dim))
-        k = self.k_norm(k.view(T, self.num_kv_heads, self.head_dim))
-        v = v.view(T, self.num_kv_heads, self.head_dim)
-        q, k = self.rotary(positions, q, k)
+        sizes = [self.qkv_proj.q_size, self.qkv_proj.kv_size, self.qkv_proj.kv_size]
+        q, k, v = (x.view(T, -1, self.head_dim) for x in self.qkv_proj(hidden).split(sizes, -1))
+        q, k = self.norm_and_rotate(positions, q, k)
         if batch is None:
             out = uncached_causal_attention(q, k, v, self.scale)
         else:

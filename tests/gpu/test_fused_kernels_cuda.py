@@ -81,6 +81,12 @@ def test_per_head_norm_and_rotary_on_strided_qkv(fused, dtype, tokens):
     want_q, want_k = rope(positions, q, k)
     _close(got_q, want_q)
     _close(got_k, want_k)
+    k_norm = RMSNorm(dim, 1e-6).to("cuda", dtype)
+    with torch.no_grad():
+        k_norm.weight.uniform_(0.5, 1.5)
+    got = fused.rotary(positions, q, k, rope.cos, rope.sin, (norm.weight, k_norm.weight, norm.eps))  # one launch
+    for g, w in zip(got, rope(positions, norm(q), k_norm(k))):
+        _close(g, w)
 
 
 @pytest.mark.parametrize("dtype", DTYPES)
@@ -98,7 +104,7 @@ def test_fused_model_matches_unfused(fused):
     positions = torch.cat([torch.arange(150), torch.arange(1000, 1050)]).to("cuda")
     with torch.no_grad():
         want = model.compute_logits(model(ids, positions)).float()
-        assert fused.fuse_model(model) == 2 * 5 + 2
+        assert fused.fuse_model(model) == 2 * 6 + 2
         got = model.compute_logits(model(ids, positions)).float()
     assert (got.argmax(-1) == want.argmax(-1)).float().mean().item() >= 0.95
     top2 = want.topk(2, dim=-1).values

