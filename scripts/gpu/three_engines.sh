@@ -12,7 +12,9 @@
 #                                                       start, latency only), then nano-vllm
 #   PART=b OUT=$OUT bash scripts/gpu/three_engines.sh   vLLM with its defaults (FlashAttention 3), then vLLM with
 #                                                       flash-attn 2 on the long-prompt workload (FA2=0 skips it)
-# Each part leaves $OUT/<name>/results.json (a bundle: `python -m nanobench unpack`) and prints its table last.
+# Each part leaves one bundle of every engine's results, $OUT/three_engines_<part>.json (`python -m nanobench
+# unpack`), and one log, $OUT/three_engines_<part>.log (the device returns at most eight files), and prints its table
+# last; the per-engine folders move to /tmp/three_engines_runs.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export OUT=${OUT:-/tmp/three_out}; mkdir -p "$OUT"
@@ -42,4 +44,10 @@ else
     VLLM_ARGS='--engine-arg attention_config={"flash_attn_version":2}'
   grep -h "FlashAttention version\|attention backend" "$OUT"/vllm*/bench.log | sort -u | cut -c1-200
 fi
+part=three_engines_${PART:-a}
+python3 -m nanobench bundle "$OUT"/*/results.json --out "$OUT/$part.json"
+for f in "$OUT"/install.log "$OUT"/*.out "$OUT"/*/*.log; do [[ -f $f ]] && { echo "##### $f"; cat "$f"; }; done \
+  >"/tmp/$part.log" 2>/dev/null
+mkdir -p /tmp/three_engines_runs && mv "$OUT"/* /tmp/three_engines_runs/ && mv "/tmp/three_engines_runs/$part.json" \
+  "/tmp/$part.log" "$OUT/"
 echo "three_engines part ${PART:-a}: ${SECONDS} s"
