@@ -12,26 +12,10 @@ import time
 import torch
 
 import nanoserve.engine.selector as selector
-from nanoserve import LLM, SamplingParams
 from nanobench.provenance import collect_provenance, utc_now
+from nanoserve import LLM
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
-
-
-def tpot_ms(llm, batch: int, prompt_len=128, out_len=256, runs=5) -> list:
-    """Per-token decode time: (time for out_len tokens - time for 1 token) / (out_len - 1), `runs` times."""
-    prompts = [{"prompt_token_ids": [(7 * i + 13 * j) % 30000 + 100 for j in range(prompt_len)]} for i in range(batch)]
-    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
-    many = SamplingParams(max_tokens=out_len, ignore_eos=True, temperature=0.0)
-    llm.generate(prompts, many, use_tqdm=False)
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        llm.generate(prompts, one, use_tqdm=False)
-        t1 = time.perf_counter()
-        llm.generate(prompts, many, use_tqdm=False)
-        t2 = time.perf_counter()
-        out.append(((t2 - t1) - (t1 - t0)) / (out_len - 1) * 1000)
-    return out
+from probe_timing import tpot_ms  # this script's folder
 
 
 def main():

@@ -9,6 +9,7 @@ import triton.language as tl
 
 sys.path.insert(0, ".")
 from nanoserve.kernels.fused import rms_norm, silu_and_mul  # noqa: E402
+from probe_timing import graph_us  # noqa: E402  (this script's folder)
 
 
 @triton.jit
@@ -68,25 +69,6 @@ def small_gemm(x, w, prologue=0, residual=None, norm_w=None, eps=1e-6, block_n=8
     return (y, ro) if prologue == 2 else y
 
 
-def time_graph(fn, args_list, reps=20):
-    for a in args_list:
-        fn(*a)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for a in args_list:
-            fn(*a)
-    g.replay()
-    torch.cuda.synchronize()
-    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0.record()
-    for _ in range(reps):
-        g.replay()
-    t1.record()
-    torch.cuda.synchronize()
-    return t0.elapsed_time(t1) * 1000 / reps / len(args_list)
-
-
 def main():
     torch.manual_seed(0)
     dev, bf = "cuda", torch.bfloat16
@@ -113,7 +95,7 @@ def main():
                 base = lambda x, r, nw, w: F.linear(rms_norm(x, nw, 1e-6, r)[0], w)
                 ref = F.linear(rms_norm(xs[0], nws[0], 1e-6, rs[0])[0].float(), ws[0].float())
             args = list(zip(xs, rs, nws, ws))
-            t_base = time_graph(base, args)
+            t_base = graph_us([lambda a=a: base(*a) for a in args])
             best = None
             for bn, bk, wp in grid:
                 if triton.next_power_of_2(M) * bn * bk > 4096 * wp:
@@ -126,7 +108,7 @@ def main():
                     if err > 0.02:
                         print("  bad", name, M, bn, bk, wp, err)
                         continue
-                    t = time_graph(f, args, reps=5)
+                    t = graph_us([lambda a=a: f(*a) for a in args], reps=5)
                 except Exception as e:  # a config Triton cannot build
                     print("  fail", name, M, bn, bk, wp, type(e).__name__, str(e)[:100])
                     continue

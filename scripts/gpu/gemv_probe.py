@@ -13,6 +13,7 @@ import triton.language as tl
 
 sys.path.insert(0, ".")
 from nanobench.provenance import collect_provenance, utc_now  # noqa: E402
+from probe_timing import graph_us  # noqa: E402  (this script's folder)
 
 SHAPES = {"qkv": (4096, 1024), "o": (1024, 2048), "gate_up": (6144, 1024), "down": (1024, 3072),
           "lm_head": (151936, 1024)}
@@ -53,27 +54,6 @@ def gemv(x, w, block_n, block_k, split_k, warps, stages):
     return y if split_k == 1 else y.to(x.dtype)
 
 
-def time_graph(fn, xs, ws, reps=20):
-    """µs per call: a CUDA graph of one call per weight copy (copies > L2), replayed `reps` times."""
-    for x, w in zip(xs, ws):
-        fn(x, w)
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for x, w in zip(xs, ws):
-            fn(x, w)
-    g.replay()
-    torch.cuda.synchronize()
-    t0 = torch.cuda.Event(enable_timing=True)
-    t1 = torch.cuda.Event(enable_timing=True)
-    t0.record()
-    for _ in range(reps):
-        g.replay()
-    t1.record()
-    torch.cuda.synchronize()
-    return t0.elapsed_time(t1) * 1000 / reps / len(ws)
-
-
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--out", default="/tmp/gemv_probe.json")
@@ -81,7 +61,7 @@ def main():
     args = ap.parse_args()
     torch.manual_seed(0)
     dev = "cuda"
-    rows, best_total = [], {}
+    rows = []
     configs = [(bn, bk, sk, wp, st) for bn, bk, sk, wp, st in itertools.product(
         (16, 32, 64, 128), (128, 256), (1, 2, 4), (4, 8), (3,))]
     t_start = time.time()
@@ -92,9 +72,9 @@ def main():
             xs = [torch.randn(M, K, device=dev, dtype=torch.bfloat16) for _ in range(copies)]
             ref = F.linear(xs[0].float(), ws[0].float())
             res = {"shape": name, "N": N, "K": K, "M": M}
-            res["cublas_us"] = time_graph(lambda x, w: F.linear(x, w), xs, ws)
+            res["cublas_us"] = graph_us([lambda x=x, w=w: F.linear(x, w) for x, w in zip(xs, ws)])
             if M == 1:
-                res["mv_us"] = time_graph(lambda x, w: torch.mv(w, x[0]), xs, ws)
+                res["mv_us"] = graph_us([lambda x=x, w=w: torch.mv(w, x[0]) for x, w in zip(xs, ws)])
             best = None
             for cfg in configs:
                 bn, bk, sk, wp, st = cfg
@@ -105,7 +85,7 @@ def main():
                     err = (y.float() - ref).abs().max().item()
                     if err > 0.05 * ref.abs().max().item():
                         continue
-                    us = time_graph(lambda x, w: gemv(x, w, *cfg), xs, ws, reps=5)
+                    us = graph_us([lambda x=x, w=w: gemv(x, w, *cfg) for x, w in zip(xs, ws)], reps=5)
                 except Exception:  # a config Triton cannot build
                     continue
                 if best is None or us < best[0]:

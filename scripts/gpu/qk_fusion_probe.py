@@ -12,7 +12,6 @@ import shlex
 import shutil
 import statistics
 import sys
-import time
 
 import torch
 
@@ -21,6 +20,7 @@ from nanobench.provenance import collect_provenance, utc_now
 from nanoserve import LLM, SamplingParams
 from nanoserve.model.qwen3 import Qwen3Attention
 from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
+from probe_timing import graph_us, tpot_ms  # this script's folder
 
 REAL_SWAP = fused.fuse_model
 
@@ -32,25 +32,6 @@ def swap_without_attention(model):
     for m in layers:
         m.__class__ = Qwen3Attention
     return swapped - len(layers)
-
-
-def graph_us(fn, reps=50) -> float:
-    """µs per call of fn(), captured 28 times in a row in one graph (one per layer), replayed `reps` times."""
-    fn()
-    torch.cuda.synchronize()
-    g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
-        for _ in range(28):
-            fn()
-    g.replay()
-    torch.cuda.synchronize()
-    t0, t1 = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-    t0.record()
-    for _ in range(reps):
-        g.replay()
-    t1.record()
-    torch.cuda.synchronize()
-    return t0.elapsed_time(t1) * 1000 / reps / 28
 
 
 def kernels_alone() -> list:
@@ -68,27 +49,12 @@ def kernels_alone() -> list:
         one = lambda: fused.rotary(pos, q, k, rope_cos, rope_sin, (qg, kg, 1e-6))
         a, b = three(), one()
         diff = max((x.float() - y.float()).abs().max().item() for x, y in zip(a, b))
-        rows.append({"tokens": tokens, "three_launches_us": graph_us(three), "one_launch_us": graph_us(one),
+        rows.append({"tokens": tokens, "three_launches_us": graph_us([three] * 28, 50),
+                     "one_launch_us": graph_us([one] * 28, 50),
                      "max_abs_diff": diff, "bitwise_equal": all(torch.equal(x, y) for x, y in zip(a, b))})
         print(f"tokens {tokens:5d}: three launches {rows[-1]['three_launches_us']:7.2f} µs, one "
               f"{rows[-1]['one_launch_us']:7.2f} µs, max |diff| {diff:.3g}", flush=True)
     return rows
-
-
-def tpot_ms(llm, batch: int, out_len=256, runs=5) -> list:
-    """(time for out_len tokens - time for 1 token) / (out_len - 1), `runs` times, 128-token prompts."""
-    prompts = [{"prompt_token_ids": [(7 * i + 13 * j) % 30000 + 100 for j in range(128)]} for i in range(batch)]
-    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
-    many = SamplingParams(max_tokens=out_len, ignore_eos=True, temperature=0.0)
-    llm.generate(prompts, many, use_tqdm=False)
-    out = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        llm.generate(prompts, one, use_tqdm=False)
-        t1 = time.perf_counter()
-        llm.generate(prompts, many, use_tqdm=False)
-        out.append(((time.perf_counter() - t1) - (t1 - t0)) / (out_len - 1) * 1000)
-    return out
 
 
 def engine_tpot(model) -> dict:
