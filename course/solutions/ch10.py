@@ -32,8 +32,9 @@ WRONG = {"10.1": kernels_after_fusion_as_on_the_gpu, "10.2": rotary_launch_query
 EXPLANATIONS = {
     "10.3": """The store needs what the attention backend owns: the step's slot mapping (which cache slot each token's
 key and value go to, with -1 for padding lanes that write nowhere), the cache tensors of this layer and their
-layout (block size, and the shape the backend gave them), and v, which the rotary kernel never reads. The model would have to hand the kernel the backend's cache and metadata, so the fused
-kernel would belong to the attention backend, not to the model: the backend's `forward(q, k, v, layer, batch)`
+layout (block size, and the shape the backend gave them), and v, which the rotary kernel never reads. The
+model would have to hand the kernel the backend's cache and metadata, so the fused kernel would belong to the
+attention backend, not to the model: the backend's `forward(q, k, v, layer, batch)`
 would take un-rotated q and k plus the norms. That crosses chapter 08's seam (the model does not know the
 cache); it saves one launch per layer (28 per step, about 1 us each in a graph), and each backend (torch,
 flash, flash-attn-4) would need its own version.""",

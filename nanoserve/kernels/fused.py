@@ -247,6 +247,7 @@ class FusedQwen3Attention(Qwen3Attention):
     """Attention whose q/k RMSNorms and rotary run as one Triton launch on CUDA (with Qwen3's q/k norm)."""
 
     def norm_and_rotate(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
+        """Chapter 01's step in one `rotary` launch with the two norm gains; the parent's modules otherwise."""
         if not q.is_cuda or not isinstance(self.q_norm, RMSNorm):  # a CPU, or a family without q/k norm
             return super().norm_and_rotate(positions, q, k)
         norms = (self.q_norm.weight, self.k_norm.weight, self.q_norm.eps)  # one config eps for both norms

@@ -83,7 +83,7 @@ class Qwen3Attention(nn.Module):
     def forward(self, positions: torch.Tensor, hidden: torch.Tensor, batch=None) -> torch.Tensor:
         T = hidden.shape[0]
         sizes = [self.qkv_proj.q_size, self.qkv_proj.kv_size, self.qkv_proj.kv_size]
-        q, k, v = (x.view(T, -1, self.head_dim) for x in self.qkv_proj(hidden).split(sizes, -1))
+        q, k, v = (x.unflatten(-1, (-1, self.head_dim)) for x in self.qkv_proj(hidden).split(sizes, -1))
         q, k = self.norm_and_rotate(positions, q, k)
         if batch is None:
             out = uncached_causal_attention(q, k, v, self.scale)
