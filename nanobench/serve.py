@@ -288,7 +288,8 @@ def benchmark(base_url: str, model: str, *, num_prompts: int = 100, request_rate
               prompt_kind: str = "ids", max_token_id: int = 10000, max_concurrency: int | None = None,
               slos: dict | None = None, extra: dict | None = None, backend: str = "openai",
               endpoint: str | None = None, requests: list | None = None, burstiness: float = 1.0,
-              ignore_eos: bool = False, metric_percentiles=(99,), percentile_metrics=METRICS) -> dict:
+              ignore_eos: bool = False, metric_percentiles=(99,), percentile_metrics=METRICS,
+              tokenizer: str | None = None) -> dict:
     """Run one online benchmark: `vllm bench serve`'s result keys (vllm_result), beside them our own
     {"config", "metrics", "requests"}; callable from a notebook.
 
@@ -309,7 +310,7 @@ def benchmark(base_url: str, model: str, *, num_prompts: int = 100, request_rate
               "num_prompts": len(requests), "request_rate": request_rate if math.isfinite(request_rate) else "inf",
               "burstiness": burstiness, "input_len": input_len, "output_len": output_len, "range_ratio": range_ratio,
               "seed": seed, "prompt_kind": prompt_kind, "max_concurrency": max_concurrency, "ignore_eos": ignore_eos,
-              "extra_body": extra or {}}
+              "extra_body": extra or {}, "tokenizer": tokenizer or model}  # vLLM's: the tokenizer, else the model
     metrics = summarize(results, duration, slos, metric_percentiles, percentile_metrics)
     return {**vllm_result(config, metrics, results), "config": config, "metrics": metrics,
             "requests": [asdict(r) for r in results]}
@@ -339,7 +340,7 @@ def vllm_result(config: dict, metrics: dict, results: list) -> dict:
     """The flat keys of `vllm bench serve`'s result JSON: the run, its statistics, and per-request arrays
     (seconds; a failed request has an empty text and its error). rtfx is vLLM's audio real-time factor: 0.0."""
     run = {"backend": config["backend"], "endpoint_type": config["backend"], "model_id": config["model"],
-           "tokenizer_id": config["model"], "num_prompts": config["num_prompts"],
+           "tokenizer_id": config["tokenizer"], "num_prompts": config["num_prompts"],
            "request_rate": config["request_rate"], "burstiness": config["burstiness"],
            "max_concurrency": config["max_concurrency"]}
     totals = {k: metrics[k] for k in ("duration", "completed", "failed", "total_input_tokens", "total_output_tokens",
@@ -475,9 +476,8 @@ def main(argv=None) -> int:
                        endpoint=args.endpoint, requests=requests, burstiness=args.burstiness,
                        ignore_eos=args.ignore_eos, metric_percentiles=_floats(args.metric_percentiles,
                                                                               "--metric-percentiles"),
-                       percentile_metrics=metrics_asked)
+                       percentile_metrics=metrics_asked, tokenizer=args.tokenizer)
     result["config"]["dataset_name"] = args.dataset_name
-    result["tokenizer_id"] = args.tokenizer or args.model  # vLLM's: the tokenizer flag, else the model
     date = utc_now()
     result = {"schema": "nanoserve-serve-bench/2", "kind": "serve", "label": args.label, "date": date,
               "command": command_line(["serve", *argv]), "provenance": collect_provenance(),

@@ -124,31 +124,32 @@ def _no_token(name: str, value):
 CUDAGRAPH_MODE = Rule("str", choices=("FULL", "FULL_DECODE_ONLY", "NONE"),
                       why="nanoserve captures whole steps: FULL (decode and mixed steps, the default), "
                           "FULL_DECODE_ONLY (decode steps only) or NONE (no graphs, as enforce_eager)")
+_PROFILER = Rule("str", choices=("torch",), why="nanoserve runs torch's only")
+
+
+def _dict_of(name: str, value, keys: set, why: str) -> dict:
+    """`value`, checked to be a dict whose keys are among `keys`; `why` ends the refusal of any other key."""
+    if not isinstance(value, dict):
+        raise TypeError(f"{name} must be a dict, got {type(value).__name__}")
+    unknown = sorted(set(value) - keys)
+    if unknown:
+        raise ValueError(f"{name} has unsupported key(s) {unknown}: {why}")
+    return value
 
 
 def _compilation_config(name: str, value) -> dict:
     """vLLM's compilation_config, of which nanoserve reads one key: cudagraph_mode, which steps replay graphs."""
-    if not isinstance(value, dict):
-        raise TypeError(f"{name} must be a dict, got {type(value).__name__}")
-    unknown = sorted(set(value) - {"cudagraph_mode"})
-    if unknown:
-        raise ValueError(f"{name} has unsupported key(s) {unknown}: nanoserve compiles nothing and reads only "
-                         "cudagraph_mode")
+    value = _dict_of(name, value, {"cudagraph_mode"}, "nanoserve compiles nothing and reads only cudagraph_mode")
     return {"cudagraph_mode": check_field(f"{name}.cudagraph_mode", value.get("cudagraph_mode", "FULL"),
                                           CUDAGRAPH_MODE)}
 
 
 def _profiler_config(name: str, value) -> dict:
     """vLLM's profiler_config, of which nanoserve reads two keys: profiler ("torch" only) and torch_profiler_dir."""
-    if not isinstance(value, dict):
-        raise TypeError(f"{name} must be a dict, got {type(value).__name__}")
-    unknown = sorted(set(value) - {"profiler", "torch_profiler_dir"})
-    if unknown:
-        raise ValueError(f"{name} has unsupported key(s) {unknown}: nanoserve reads profiler and torch_profiler_dir")
-    if value.get("profiler", "torch") != "torch":
-        raise ValueError(f"{name}.profiler must be 'torch' (nanoserve runs torch's only), got {value['profiler']!r}")
+    value = _dict_of(name, value, {"profiler", "torch_profiler_dir"}, "nanoserve reads profiler and torch_profiler_dir")
     directory = value.get("torch_profiler_dir")
-    return {"profiler": "torch", "torch_profiler_dir": directory and _path(f"{name}.torch_profiler_dir", directory)}
+    return {"profiler": check_field(f"{name}.profiler", value.get("profiler", "torch"), _PROFILER),
+            "torch_profiler_dir": directory and _path(f"{name}.torch_profiler_dir", directory)}
 
 
 def _speculative_config(name: str, value):
