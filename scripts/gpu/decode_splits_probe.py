@@ -1,0 +1,120 @@
+"""Decode attention below 64 lanes: flash-attn-4 with and without split-KV against flash-attn 2, kernels and engine.
+
+Run from the repository root: python scripts/gpu/decode_splits_probe.py OUT_JSON
+1. Kernels alone: 28 layers' store + decode in one CUDA graph at 1-64 lanes and contexts 128-4,096, with block tables
+   as wide as the engine's (max_model_len 4,096): flash-attn 2's kvcache kernel, and flash-attn-4 at num_splits 1
+   (the engine's call), 0 (its heuristic, from the table width) and fixed 4 and 16.
+2. Engine decode TPOT at batch 1, 8, 32 after 128-token prompts and at batch 1, 8 after 2,000-token prompts: the
+   backend's decode as it is, with flash-attn-4's split heuristic, and with flash-attn 2 from 16 lanes; each twice.
+"""
+import gc
+import json
+import shlex
+import shutil
+import statistics
+import sys
+
+import torch
+
+from nanobench.provenance import collect_provenance, utc_now
+from nanoserve import LLM
+from nanoserve.attention import flash4
+from nanoserve.attention.flash import flash_functions, store_kv_triton
+from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
+from probe_timing import graph_us, tpot_ms  # this script's folder
+
+LAYERS, HQ, HKV, D, BS, WIDTH = 28, 16, 8, 128, 256, 16
+
+
+def case(batch: int, ctx: int):
+    """28 layers' caches and one decode step (every lane at context `ctx`), tables WIDTH wide padded with block 0."""
+    per = -(-ctx // BS)
+    caches = [(torch.randn(batch * per + 1, BS, HKV, D, device="cuda", dtype=torch.bfloat16),
+               torch.randn(batch * per + 1, BS, HKV, D, device="cuda", dtype=torch.bfloat16)) for _ in range(LAYERS)]
+    tables = torch.zeros(batch, WIDTH, device="cuda", dtype=torch.int32)
+    tables[:, :per] = (torch.randperm(batch * per, device="cuda") + 1).view(batch, per).int()
+    lens = torch.full((batch,), ctx, device="cuda", dtype=torch.int32)
+    slots = tables[:, (ctx - 1) // BS].long() * BS + (ctx - 1) % BS
+    q = torch.randn(batch, HQ, D, device="cuda", dtype=torch.bfloat16)
+    k, v = torch.randn(batch, HKV, D, device="cuda", dtype=torch.bfloat16), torch.randn_like(q[:, :HKV])
+    return caches, tables, lens, slots, q, k, v
+
+
+def kernels_alone(fa4) -> list:
+    _, kvcache = flash_functions()
+    rows = []
+    for batch in (1, 4, 8, 16, 32, 64):
+        for ctx in (128, 256, 1024, 4096):
+            caches, tables, lens, slots, q, k, v = case(batch, ctx)
+
+            def fa2(kc, vc):
+                store_kv_triton(k, v, kc, vc, slots)
+                return kvcache(q.unsqueeze(1), kc, vc, lens, tables)[0].squeeze(1)
+
+            def fa4_at(splits):
+                def call(kc, vc):
+                    store_kv_triton(k, v, kc, vc, slots)
+                    return fa4(q.unsqueeze(1), kc, vc, seqused_k=lens, page_table=tables, causal=True,
+                               num_splits=splits)[0].squeeze(1)
+                return call
+            variants = {"flash-attn 2": fa2, **{f"fa4 splits {s}": fa4_at(s) for s in (1, 0, 4, 16)}}
+            expect = fa2(*caches[0]).float()
+            row = {"batch": batch, "context": ctx}
+            for name, fn in variants.items():
+                diff = (fn(*caches[0]).float() - expect).abs().max().item()
+                row[name] = {"us_per_layer": graph_us([(lambda f, c: lambda: f(*c))(fn, c) for c in caches], 50),
+                             "max_abs_diff": diff}
+            rows.append(row)
+            print(f"batch {batch:2d} ctx {ctx:5d}: " + "  ".join(
+                f"{n} {r['us_per_layer']:6.2f}" for n, r in row.items() if isinstance(r, dict)), flush=True)
+            del caches
+            torch.cuda.empty_cache()
+    return rows
+
+
+def engine_tpot(model) -> dict:
+    cls, original = flash4.Flash4AttentionBackend, flash4.Flash4AttentionBackend.attention
+
+    def with_heuristic(self):
+        fn = original(self)
+        return lambda q, *a, **kw: fn(q, *a, **kw, **({"num_splits": 0} if q.dim() == 4 else {}))  # decode calls
+    setups = {"as is": {}, "fa4 split heuristic": {"attention": with_heuristic},
+              "flash-attn 2 from 16 lanes": {"flash2_decode_from": 16}}
+    rows = {}
+    for name in [*setups, *(f"{n}, again" for n in setups)]:
+        changes = setups[name.removesuffix(", again")]
+        saved = {key: cls.__dict__[key] for key in changes}
+        for key, value in changes.items():
+            setattr(cls, key, value)
+        llm = LLM(str(model), max_model_len=4096)
+        rows[name] = {f"short b{b}": tpot_ms(llm, b) for b in (1, 8, 32)}
+        rows[name].update({f"long b{b}": tpot_ms(llm, b, prompt_len=2000, out_len=128, runs=3) for b in (1, 8)})
+        print(f"{name:30s} " + " ".join(f"{k} {statistics.median(v):.3f}" for k, v in rows[name].items()), flush=True)
+        for key, value in saved.items():
+            setattr(cls, key, value)
+        del llm
+        gc.collect()
+        torch.cuda.empty_cache()
+    return rows
+
+
+def main():
+    out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/decode_splits.json"
+    kernels = kernels_alone(flash4.flash4_attention())
+    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
+    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)
+    engine = engine_tpot(model)
+    print("\nengine TPOT, median ms")
+    for name, row in engine.items():
+        print(f"{name:30s} " + " ".join(f"{k} {statistics.median(v):.3f}" for k, v in row.items()))
+    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
+                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "max_model_len": 4096,
+                             "tpot": "(t(out_len tokens) - t(1 token)) / (out_len - 1); short: 128-token prompts, "
+                                     "256 out, 5 runs; long: 2,000-token prompts, 128 out, 3 runs",
+                             "kernels": "16 q and 8 kv heads of 128, block 256, tables 16 wide, 28 layers per "
+                                        "CUDA graph, 50 replays"}}
+    json.dump({"provenance": provenance, "kernels": kernels, "engine": engine}, open(out, "w"), indent=1)
+
+
+if __name__ == "__main__":
+    main()
