@@ -1,11 +1,12 @@
-"""Decode attention below 64 lanes: flash-attn-4 with and without split-KV against flash-attn 2, kernels and engine.
+"""Decode attention below 64 lanes: flash-attn-4 (no split-KV on sm90) against flash-attn 2, kernels and engine.
 
 Run from the repository root: python scripts/gpu/decode_splits_probe.py OUT_JSON
 1. Kernels alone: 28 layers' store + decode in one CUDA graph at 1-64 lanes and contexts 128-4,096, with block tables
-   as wide as the engine's (max_model_len 4,096): flash-attn 2's kvcache kernel, and flash-attn-4 at num_splits 1
-   (the engine's call), 0 (its heuristic, from the table width) and fixed 4 and 16.
+   as wide as the engine's (max_model_len 4,096): flash-attn 2's kvcache kernel (it splits the context over blocks
+   of SMs) and flash-attn-4 as the engine calls it (flash-attn-4 4.0.0b36 refuses num_splits > 1 on sm90).
 2. Engine decode TPOT at batch 1, 8, 32 after 128-token prompts and at batch 1, 8 after 2,000-token prompts: the
-   backend's decode as it is, with flash-attn-4's split heuristic, and with flash-attn 2 from 16 lanes; each twice.
+   backend's decode as it is (flash-attn 2 from 64 lanes), with flash-attn 2 from 16 lanes, and flash-attn 2 for
+   every decode; each twice.
 """
 import gc
 import json
@@ -51,13 +52,10 @@ def kernels_alone(fa4) -> list:
                 store_kv_triton(k, v, kc, vc, slots)
                 return kvcache(q.unsqueeze(1), kc, vc, lens, tables)[0].squeeze(1)
 
-            def fa4_at(splits):
-                def call(kc, vc):
-                    store_kv_triton(k, v, kc, vc, slots)
-                    return fa4(q.unsqueeze(1), kc, vc, seqused_k=lens, page_table=tables, causal=True,
-                               num_splits=splits)[0].squeeze(1)
-                return call
-            variants = {"flash-attn 2": fa2, **{f"fa4 splits {s}": fa4_at(s) for s in (1, 0, 4, 16)}}
+            def fa4_call(kc, vc):
+                store_kv_triton(k, v, kc, vc, slots)
+                return fa4(q.unsqueeze(1), kc, vc, seqused_k=lens, page_table=tables, causal=True)[0].squeeze(1)
+            variants = {"flash-attn 2": fa2, "flash-attn-4": fa4_call}
             expect = fa2(*caches[0]).float()
             row = {"batch": batch, "context": ctx}
             for name, fn in variants.items():
@@ -73,13 +71,9 @@ def kernels_alone(fa4) -> list:
 
 
 def engine_tpot(model) -> dict:
-    cls, original = flash4.Flash4AttentionBackend, flash4.Flash4AttentionBackend.attention
-
-    def with_heuristic(self):
-        fn = original(self)
-        return lambda q, *a, **kw: fn(q, *a, **kw, **({"num_splits": 0} if q.dim() == 4 else {}))  # decode calls
-    setups = {"as is": {}, "fa4 split heuristic": {"attention": with_heuristic},
-              "flash-attn 2 from 16 lanes": {"flash2_decode_from": 16}}
+    cls = flash4.Flash4AttentionBackend
+    setups = {"as is": {}, "flash-attn 2 from 16 lanes": {"flash2_decode_from": 16},
+              "flash-attn 2 for all decode": {"flash2_decode_from": 1}}
     rows = {}
     for name in [*setups, *(f"{n}, again" for n in setups)]:
         changes = setups[name.removesuffix(", again")]
