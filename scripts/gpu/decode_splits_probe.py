@@ -5,8 +5,8 @@ Run from the repository root: python scripts/gpu/decode_splits_probe.py OUT_JSON
    as wide as the engine's (max_model_len 4,096): flash-attn 2's kvcache kernel (it splits the context over blocks
    of SMs) and flash-attn-4 as the engine calls it (flash-attn-4 4.0.0b36 refuses num_splits > 1 on sm90).
 2. Engine decode TPOT at batch 1, 8, 32 after 128-token prompts and at batch 1, 8 after 2,000-token prompts: the
-   backend's decode as it is (flash-attn 2 from 64 lanes), with flash-attn 2 from 16 lanes, and flash-attn 2 for
-   every decode; each twice.
+   backend with flash-attn 2's decode from 64 lanes (before 2026-12-04's change), 32 (after it), 16, and for every
+   decode; each twice, alternating.
 """
 import gc
 import json
@@ -72,8 +72,8 @@ def kernels_alone(fa4) -> list:
 
 def engine_tpot(model) -> dict:
     cls = flash4.Flash4AttentionBackend
-    setups = {"as is": {}, "flash-attn 2 from 16 lanes": {"flash2_decode_from": 16},
-              "flash-attn 2 for all decode": {"flash2_decode_from": 1}}
+    setups = {f"flash-attn 2 from {n} lanes": {"flash2_decode_from": n} for n in (64, 32, 16)}
+    setups["flash-attn 2 for all decode"] = {"flash2_decode_from": 1}
     rows = {}
     for name in [*setups, *(f"{n}, again" for n in setups)]:
         changes = setups[name.removesuffix(", again")]
