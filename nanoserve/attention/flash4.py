@@ -64,7 +64,7 @@ class Flash4AttentionBackend(FlashAttentionBackend):
     """Chapter 08's backend (its Triton store and its checks) with flash-attn-4's kernels for decode and varlen."""
 
     name = "flash4"
-    flash2_decode_from = 64  # lanes from which decode goes to flash-attn 2's kernel, when installed (measured)
+    flash2_decode_from = 32  # lanes from which decode goes to flash-attn 2's kernel, when installed (measured)
 
     def __init__(self, attention=None, flash2=None):
         self._attention, self._flash2 = attention, flash2
