@@ -61,8 +61,7 @@ class LLMBase:
             return self.engine.reset_prefix_cache()
 
     def start_profile(self) -> None:
-        """Start torch's profiler; stop_profile() writes a trace to profiler_config's torch_profiler_dir,
-        LLM(torch_profiler_dir=...) or $VLLM_TORCH_PROFILER_DIR."""
+        """Start torch's profiler; stop_profile() writes its trace to torch_profiler_dir or $VLLM_TORCH_PROFILER_DIR."""
         directory = ((self.config.profiler_config or {}).get("torch_profiler_dir") or self.config.torch_profiler_dir
                      or os.environ.get("VLLM_TORCH_PROFILER_DIR"))
         if not directory:
@@ -308,9 +307,8 @@ def _check_message(m, where: str) -> dict:
     if not isinstance(role, str) or not role:
         raise TypeError(f"{where}: 'role' must be a non-empty str, got {role!r}")
     content = m.get("content")
-    tool_calls = m.get("tool_calls")
-    if tool_calls is not None:
-        _check_tool_calls(tool_calls, role, where)
+    if m.get("tool_calls") is not None:
+        _check_tool_calls(m["tool_calls"], role, where)
     if content is None:  # vLLM's reading: no content is empty content (an assistant turn that only calls tools)
         content = ""
     elif isinstance(content, (list, tuple)):
