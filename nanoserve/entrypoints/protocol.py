@@ -198,8 +198,7 @@ class GenerationBody(ScalarSampling):
     @model_validator(mode="after")
     def _refusals(self):
         for name, default in UNSUPPORTED.items():
-            value = (self.model_extra or {}).get(name)
-            if value not in (None, default, {}, []):
+            if (self.model_extra or {}).get(name) not in (None, default, {}, []):
                 raise ValueError(f"{name} is not supported by this server")
         if self.best_of is not None and self.best_of != (self.n or 1):
             raise ValueError("best_of must equal n (beam search and best-of sampling are not supported)")
