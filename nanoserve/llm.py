@@ -61,8 +61,7 @@ class LLMBase:
             return self.engine.reset_prefix_cache()
 
     def start_profile(self) -> None:
-        """Start torch's profiler; stop_profile() writes a trace to profiler_config's torch_profiler_dir,
-        LLM(torch_profiler_dir=...) or $VLLM_TORCH_PROFILER_DIR."""
+        """Start torch's profiler; stop_profile() writes its trace to torch_profiler_dir or $VLLM_TORCH_PROFILER_DIR."""
         directory = ((self.config.profiler_config or {}).get("torch_profiler_dir") or self.config.torch_profiler_dir
                      or os.environ.get("VLLM_TORCH_PROFILER_DIR"))
         if not directory:
@@ -115,9 +114,7 @@ class LLM(LLMBase):
         params = _as_params_list(sampling_params, len(prompts), self.get_default_sampling_params)
         # check every request before queueing any, so one bad prompt leaves the engine untouched
         requests = [self.engine.process_request(p, sp, stream_text=False) for p, sp in zip(prompts, params)]
-        ids = [r.request_id for r in requests]
-        if len(set(ids)) != len(ids):
-            raise ValueError("duplicate request ids")
+        ids = [r.request_id for r in requests]  # distinct: the engine numbers them
         results = {}
         try:
             queue = self._router.add(requests, wants_deltas=False)
@@ -140,7 +137,9 @@ class LLM(LLMBase):
             chat_template=chat_template, add_generation_prompt=add_generation_prompt, tools=tools,
             continue_final_message=continue_final_message, chat_template_kwargs=chat_template_kwargs,
             enable_thinking=enable_thinking, chat_template_content_format=chat_template_content_format)
-        convs = [_content_format(conv, chat_template_content_format) for conv in check_conversations(messages)]
+        convs = check_conversations(messages)
+        if chat_template_content_format == "openai":  # each content as a list of text parts (vLLM's content formats)
+            convs = [[{**m, "content": [{"type": "text", "text": m["content"]}]} for m in conv] for conv in convs]
         prompts = [tokenizer.apply_chat_template(conv, tokenize=False, **kwargs) for conv in convs]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm, lora_request=lora_request,
                              tokenization_kwargs=tokenization_kwargs)
@@ -247,13 +246,6 @@ def _chat_template_kwargs(**options) -> dict:
     return {**kwargs, **o}
 
 
-def _content_format(conv: list, content_format: str) -> list:
-    """A checked conversation with each content as the template should see it (vLLM's content formats)."""
-    if content_format != "openai":
-        return conv
-    return [{**m, "content": [{"type": "text", "text": m["content"]}]} for m in conv]
-
-
 def cleanup_dist_env_and_memory() -> None:
     """vLLM's clean-up after `del llm`: collect the engine's garbage and hand cached CUDA memory back."""
     gc.collect()
@@ -308,19 +300,16 @@ def _check_message(m, where: str) -> dict:
     if not isinstance(role, str) or not role:
         raise TypeError(f"{where}: 'role' must be a non-empty str, got {role!r}")
     content = m.get("content")
-    tool_calls = m.get("tool_calls")
-    if tool_calls is not None:
-        _check_tool_calls(tool_calls, role, where)
+    if m.get("tool_calls") is not None:
+        _check_tool_calls(m["tool_calls"], role, where)
     if content is None:  # vLLM's reading: no content is empty content (an assistant turn that only calls tools)
         content = ""
     elif isinstance(content, (list, tuple)):
-        texts = []
         for j, part in enumerate(content):
             if not isinstance(part, dict) or part.get("type") != "text" or not isinstance(part.get("text"), str):
                 raise ValueError(f"{where}: content part {j} must be {{'type': 'text', 'text': str}} "
                                  f"(only text is supported), got {part!r}")
-            texts.append(part["text"])
-        content = "\n".join(texts)
+        content = "\n".join(part["text"] for part in content)
     elif not isinstance(content, str):
         raise TypeError(f"{where}: 'content' must be a str or a list of text parts, got {type(content).__name__}")
     return {**m, "content": content}

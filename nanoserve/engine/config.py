@@ -43,8 +43,7 @@ def parse_device(device) -> torch.device | str:
 
 
 def parse_dtype(dtype) -> torch.dtype | str:
-    """'auto' stays 'auto'; a name (or vLLM's alias 'half'/'float') or torch dtype among float32/bfloat16/float16
-    becomes a torch.dtype."""
+    """'auto' stays 'auto'; float32, bfloat16, float16 (a name, vLLM's 'half'/'float', or a torch dtype) -> torch."""
     if dtype == "auto":
         return "auto"
     if not isinstance(dtype, (str, torch.dtype)):
@@ -65,9 +64,7 @@ def kv_block_bytes(model_config, block_size: int, dtype: torch.dtype, tensor_par
 
 def gpu_kv_cache_bytes(total: int, free: int, others: int, weights: int, activations: int,
                        utilization: float) -> int:
-    """Bytes the KV cache may take: this engine's share of the card after its own weights and
-    activations (vLLM's reading of gpu_memory_utilization). A share larger than what is free
-    (another engine or process holds the rest) is refused rather than silently shrunk."""
+    """Bytes for the KV cache: this engine's share of the card less its weights and activations (vLLM's reading)."""
     share = total * utilization - others - weights - activations
     if share > free - activations:
         raise ValueError(
@@ -298,8 +295,7 @@ class EngineConfig:
         return resolve_model_path(self.model, revision=self.revision, download_dir=self.download_dir)
 
     def resolve(self, model_config, backends: dict | None = None) -> "EngineConfig":
-        """A copy with device, dtype, backend, block size and lengths fixed, checked against the model.
-        `backends` maps the attention backends on offer (name -> class), the one 'auto' picks on CUDA first."""
+        """A copy with every 'auto' fixed, checked against the model; `backends`: those on offer, CUDA's pick first."""
         backends = backends or {"torch": TorchAttentionBackend}
         device, dtype, backend = _resolve_device(self, backends)
         block_size, max_model_len, batched = _resolve_lengths(self, model_config, backend, backends[backend])

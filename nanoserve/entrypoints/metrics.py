@@ -67,15 +67,13 @@ class ServerMetrics:
 
     def observe(self, group, out, now: float) -> None:
         """One output delta of a RequestGroup: the gap since each sequence's last delta; latencies once it finished."""
-        last_token_time = group.last_token_time
         for c in out.outputs:
             if c.token_ids:
                 key = (out.request_id, c.index)
-                last = last_token_time.get(key)
-                if last is not None:
+                if key in group.last_token_time:
                     for series in self._gap_series:
-                        series.observe(now - last)
-                last_token_time[key] = now
+                        series.observe(now - group.last_token_time[key])
+                group.last_token_time[key] = now
         if out.finished:
             self._finished(group, out, now)
 

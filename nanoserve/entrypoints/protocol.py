@@ -102,8 +102,7 @@ class GenerateRequest:
 
     def usage(self, group) -> dict:
         """The response's token counts (echo with max_tokens 0 generated nothing the client sees)."""
-        counts = group_usage(group)
-        return usage(counts["prompt_tokens"], 0) if self.prompt_only else counts
+        return usage(sum(group.num_prompt_tokens.values()), 0) if self.prompt_only else group_usage(group)
 
 
 # %% chapters/A6_serving_hardening.ipynb #c007
@@ -199,8 +198,7 @@ class GenerationBody(ScalarSampling):
     @model_validator(mode="after")
     def _refusals(self):
         for name, default in UNSUPPORTED.items():
-            value = (self.model_extra or {}).get(name)
-            if value not in (None, default, {}, []):
+            if (self.model_extra or {}).get(name) not in (None, default, {}, []):
                 raise ValueError(f"{name} is not supported by this server")
         if self.best_of is not None and self.best_of != (self.n or 1):
             raise ValueError("best_of must equal n (beam search and best-of sampling are not supported)")
@@ -521,9 +519,8 @@ def tool_schema(tools: list | None, choice: str | None, name: str | None = None,
               else p for n, p in params.items()}
     if choice == "named":
         return params[name]
-    defs = {}
-    for p in params.values():  # a tool's "$defs" must sit at the root for its "#/$defs/..." references
-        defs.update(p.get("$defs", {}))
+    # a tool's "$defs" must sit at the root for its "#/$defs/..." references
+    defs = {k: v for p in params.values() for k, v in p.get("$defs", {}).items()}
     calls = [{"properties": {"name": {"type": "string", "enum": [n]},
                              "parameters": {k: v for k, v in p.items() if k != "$defs"}},
               "required": ["name", "parameters"], "additionalProperties": False} for n, p in params.items()]

@@ -42,8 +42,7 @@ def _call_from_json(obj, args_keys=("arguments", "parameters")) -> ToolCall | No
     if not isinstance(obj, dict) or not isinstance(obj.get("name"), str):
         return None
     args = next((obj[k] for k in args_keys if k in obj), {})
-    if isinstance(args, str):
-        args = _loads(args)
+    args = _loads(args) if isinstance(args, str) else args
     if not isinstance(args, dict):
         return None
     return ToolCall(obj["name"], json.dumps(args, ensure_ascii=False))
@@ -134,8 +133,7 @@ class HermesToolCalls(ToolCallStream):
                     content.append(self.START + body + ("" if at < 0 else self.END))
                 else:
                     calls.append(call)
-        if final and self.inside:
-            self.inside = False
+        self.inside = self.inside and not final
         return "".join(content), calls
 
 
@@ -161,11 +159,8 @@ class Llama3JsonToolCalls(ToolCallStream):
         if self.mode == "call" and not final:
             return "", []
         text, self.held = self.held, ""
-        if self.mode == "call":
-            calls = self._parse_calls(text)
-            if calls:
-                return "", calls
-        return text, []
+        calls = self._parse_calls(text) if self.mode == "call" else []
+        return ("", calls) if calls else (text, [])
 
     def _parse_calls(self, text: str) -> list:
         text = text.strip().removeprefix(self.TAG)

@@ -83,10 +83,8 @@ class EchoRequestId:
 def api_key_check(api_key: str | None):
     """--api-key: a check that every /v1 route runs, wanting `Authorization: Bearer KEY` (constant-time compare)."""
     def authorize(raw: Request) -> None:  # also a FastAPI dependency
-        if api_key is None:
-            return
         given = raw.headers.get("authorization", "")
-        if not secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
+        if api_key is not None and not secrets.compare_digest(given.encode(), f"Bearer {api_key}".encode()):
             raise RequestError("a valid API key is required: Authorization: Bearer <key>", status=401)
     return authorize
 
@@ -96,10 +94,9 @@ def unknown_field_logger():
     seen: set = set()
 
     def note_unknown(extra: dict | None) -> None:  # a body's model_extra
-        for name in sorted(extra or ()):
-            if name not in seen:
-                seen.add(name)
-                logger.warning("ignoring unknown request field %r (logged once)", name)
+        for name in sorted(set(extra or ()) - seen):
+            seen.add(name)
+            logger.warning("ignoring unknown request field %r (logged once)", name)
     return note_unknown
 
 
