@@ -38,6 +38,11 @@ def graph_variants(config, backend) -> list:
                 MixedStep(backend, mixed, config.max_num_seqs, *shape)]
     if (config.compilation_config or {}).get("cudagraph_mode") == "FULL_DECODE_ONLY":
         variants.pop()  # mixed and prefill steps run eagerly, as before chapter 12
+    if backend.name == "flash4":  # few lanes over long contexts: decode graphs on flash-attn 2 first (chapter 19)
+        from nanoserve.attention.flash4 import long_context_decode  # chapter 19
+
+        long = long_context_decode(backend, decode, *shape)
+        variants = variants if long is None else [long, *variants]
     if (config.enable_prefix_caching and not config.disable_cascade_attn and backend.name in CASCADE_KERNELS
             and decode[-1] >= CASCADE_MIN_LANES):  # vLLM's switch, and a cache that can share blocks
         variants.insert(0, CascadeDecode(backend, decode, *shape))

@@ -20,7 +20,8 @@ def graph_runner(tmp_path_factory):
     llm = LLM(str(path), skip_tokenizer_init=True, max_num_seqs=64, max_model_len=2048, max_num_batched_tokens=512,
               num_kv_blocks=200, async_scheduling=False)
     g = llm.engine.executor
-    assert type(g).__name__ == "GraphRunner" and [v.name for v in g.variants] == ["cascade", "decode", "mixed"]
+    long = ["long-context decode"] if g.runner.backend.name == "flash4" else []  # chapter 19, with flash-attn-4
+    assert type(g).__name__ == "GraphRunner" and [v.name for v in g.variants] == ["cascade", *long, "decode", "mixed"]
     g.runner.kv_cache.normal_()
     yield g
     llm.shutdown()
@@ -62,6 +63,22 @@ def test_decode_replay_equals_eager(graph_runner):
         step = build_step_inputs([[i] for i in ids], [c - 1 for c in ctx], tables, [True] * n, block)
         replayed, eager = replay_vs_eager(graph_runner, step, "decode")
         torch.testing.assert_close(replayed, eager, atol=2e-2, rtol=2e-2)
+
+
+def test_long_context_decode_replay_equals_eager(graph_runner):
+    """On flash-attn-4, few lanes over long contexts replay chapter 19's flash-attn 2 graphs; short ones do not."""
+    from nanoserve.engine.model_runner import build_step_inputs
+
+    if graph_runner.runner.backend.name != "flash4":
+        pytest.skip("the long-context decode graphs exist on the flash4 backend")
+    block = 256
+    for lanes, ctx in ((1, 2048), (3, 2000), (4, 2048)):
+        tables = [list(range(1 + 8 * i, 1 + 8 * i + -(-ctx // block))) for i in range(lanes)]
+        step = build_step_inputs([[5 + i] for i in range(lanes)], [ctx - 1] * lanes, tables, [True] * lanes, block)
+        replayed, eager = replay_vs_eager(graph_runner, step, "long-context decode")
+        torch.testing.assert_close(replayed, eager, atol=2e-2, rtol=2e-2)
+    short = build_step_inputs([[5]], [1000], [[1, 2, 3, 4]], [True], block)
+    assert graph_runner.plan(short)[0].name == "decode"
 
 
 def test_too_large_a_step_runs_eagerly(graph_runner):

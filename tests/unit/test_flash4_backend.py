@@ -82,7 +82,7 @@ def decode_case(lanes):
     return q, batch
 
 
-@pytest.mark.parametrize("lanes", [6, 63, 64, 100])
+@pytest.mark.parametrize("lanes", [6, 31, 32, 100])
 def test_decode_and_the_cascade_suffix_follow_the_threshold(lanes):
     flash4_fn, flash2 = Recorder(), Flash2Recorder()
     backend = Flash4AttentionBackend(attention=flash4_fn, flash2=flash2)
@@ -110,7 +110,7 @@ def test_flash2_is_used_only_when_installed(monkeypatch):
     backend = Flash4AttentionBackend(attention=Recorder())
     assert backend.flash2_kernels(100) is None  # a CPU: no flash-attn 2
     monkeypatch.setattr(flash4, "flash_attn_available", lambda: True)
-    assert backend.flash2_kernels(100) is flash4.CASCADE_KERNELS["flash"] and backend.flash2_kernels(63) is None
+    assert backend.flash2_kernels(100) is flash4.CASCADE_KERNELS["flash"] and backend.flash2_kernels(31) is None
 
 
 def test_shared_decode_matches_the_torch_reference_with_its_lse():
@@ -165,3 +165,32 @@ def test_a_kernel_cache_setting_of_the_user_is_kept(monkeypatch, tmp_path):
         assert os.environ[flash4.CACHE_SWITCH] == "0" and os.environ[flash4.CACHE_DIR] == str(tmp_path)
     finally:
         flash4.start_import.cache_clear()
+
+
+def test_long_context_graphs_take_few_lanes_over_long_contexts(tmp_path):
+    """Chapter 19, section 6: with flash-attn 2 at hand, the flash4 backend's engine gets a second set of decode graphs
+    below the threshold, on flash-attn 2's kernel, planned only for steps with few lanes and long contexts."""
+    from nanoserve.engine.config import EngineConfig
+    from nanoserve.engine.model_runner import build_step_inputs
+    from nanoserve.engine.selector import graph_variants
+    from nanoserve.model.loader import load_config
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path / "tiny")
+    config = EngineConfig(str(path), device="cpu", max_num_seqs=64).resolve(load_config(path))
+    backend = Flash4AttentionBackend(attention=Recorder(), flash2=Flash2Recorder())
+    variants = graph_variants(config, backend)
+    assert [v.name for v in variants] == ["cascade", "long-context decode", "decode", "mixed"]
+    long = variants[1]
+    assert long.buckets == [8, 16] and long.decode.backend.flash2_decode_from == 1
+    assert backend.flash2_decode_from == Flash4AttentionBackend.flash2_decode_from == 32  # the engine's, unchanged
+    for lanes, keys, bucket in ((1, 2047, None), (1, 2048, 8), (4, 2048, 8), (5, 2048, None), (5, 4096, 8),
+                                (9, 4096, None), (40, 4096, None)):
+        step = build_step_inputs([[3]] * lanes, [keys - 1] * lanes, [list(range(keys // 16 + 1))] * lanes,
+                                 [True] * lanes, 16)
+        plan = long.plan(step)
+        assert (plan and plan.bucket) == bucket, (lanes, keys)
+    prefill = build_step_inputs([list(range(5))], [3000], [list(range(200))], [True], 16)
+    assert long.plan(prefill) is None
+    alone = Flash4AttentionBackend(attention=Recorder())  # a CPU: no flash-attn 2, no long-context graphs
+    assert "long-context decode" not in [v.name for v in graph_variants(config, alone)]
