@@ -27,4 +27,12 @@ EXPLANATIONS = {
              "cannot split stops filling the GPU without splitting: a GPU with twice the streaming multiprocessors "
              "needs twice the lanes (key heads x lanes thread blocks) to fill, so the crossing would move up, and "
              "it should be measured again there rather than carried over."),
+    "19.4": ("About the same place. At one lane flash-attn-4 runs one thread block per KV head, each walking the "
+             "whole context for its head: with 4 heads there are 4 such blocks instead of 8, each with the same walk, "
+             "so its time hardly changes. flash-attn 2 has half the bytes to read, but at one lane its time is nearly "
+             "flat in the context (16.5 us at 128 keys, 20.0 us at 4,096 in section 6's table): it is mostly the fixed "
+             "cost of splitting for max_model_len and combining the splits, which the head count does not change. "
+             "What would move the crossing is max_model_len (the width flash-attn 2 splits for) or another GPU. "
+             "LONG_CONTEXT_KEYS belongs to a model, a max_model_len and a GPU: measure it with "
+             "scripts/gpu/decode_splits_probe.py before you trust it elsewhere."),
 }
