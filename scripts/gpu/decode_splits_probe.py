@@ -9,20 +9,15 @@ Run from the repository root: python scripts/gpu/decode_splits_probe.py OUT_JSON
    decode; each twice, alternating.
 """
 import gc
-import json
-import shlex
-import shutil
 import statistics
 import sys
 
 import torch
 
-from nanobench.provenance import collect_provenance, utc_now
 from nanoserve import LLM
 from nanoserve.attention import flash4
 from nanoserve.attention.flash import flash_functions, store_kv_triton
-from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
-from probe_timing import graph_us, tpot_ms  # this script's folder
+from probe_timing import graph_us, tpot_ms, random_qwen3_0_6b, write_result  # this script's folder
 
 LAYERS, HQ, HKV, D, BS, WIDTH = 28, 16, 8, 128, 256, 16
 
@@ -95,19 +90,16 @@ def engine_tpot(model) -> dict:
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/decode_splits.json"
     kernels = kernels_alone(flash4.flash4_attention())
-    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
-    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)
+    model = random_qwen3_0_6b()
     engine = engine_tpot(model)
     print("\nengine TPOT, median ms")
     for name, row in engine.items():
         print(f"{name:30s} " + " ".join(f"{k} {statistics.median(v):.3f}" for k, v in row.items()))
-    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
-                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "max_model_len": 4096,
-                             "tpot": "(t(out_len tokens) - t(1 token)) / (out_len - 1); short: 128-token prompts, "
-                                     "256 out, 5 runs; long: 2,000-token prompts, 128 out, 3 runs",
-                             "kernels": "16 q and 8 kv heads of 128, block 256, tables 16 wide, 28 layers per "
-                                        "CUDA graph, 50 replays"}}
-    json.dump({"provenance": provenance, "kernels": kernels, "engine": engine}, open(out, "w"), indent=1)
+    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "max_model_len": 4096,
+              "tpot": "(t(out_len tokens) - t(1 token)) / (out_len - 1); short: 128-token prompts, 256 out, 5 runs; "
+                      "long: 2,000-token prompts, 128 out, 3 runs",
+              "kernels": "16 q and 8 kv heads of 128, block 256, tables 16 wide, 28 layers per CUDA graph, 50 replays"}
+    write_result(out, config, kernels=kernels, engine=engine)
 
 
 if __name__ == "__main__":

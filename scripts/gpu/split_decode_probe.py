@@ -9,19 +9,14 @@ Run from the repository root: python scripts/gpu/split_decode_probe.py OUT_JSON
    split_decode, alternating, twice each.
 """
 import gc
-import json
-import shlex
-import shutil
 import statistics
 import sys
 
 import torch
 
-from nanobench.provenance import collect_provenance, utc_now
 from nanoserve import LLM, SamplingParams
 from nanoserve.attention.flash import flash_functions, store_kv_triton
-from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
-from probe_timing import graph_us, tpot_ms  # this script's folder
+from probe_timing import graph_us, tpot_ms, print_tpot_table, random_qwen3_0_6b, write_result  # this script's folder
 from split_decode import split_decode, splits_for
 
 LAYERS, HQ, HKV, D, BS = 28, 16, 8, 128, 256
@@ -63,8 +58,8 @@ def kernels_alone(flash4) -> list:
             for name, splits, block_n in (("split auto, tile 32", auto, 32), ("split auto, tile 64", auto, 64),
                                           ("split 2x auto, tile 32", min(32, 2 * auto), 32),
                                           ("split auto/2, tile 32", max(1, auto // 2), 32)):
-                variants[name] = (lambda s, n: lambda kc, vc: split_decode(q, k, v, kc, vc, tables, lens, slots,
-                                                                           counters, splits=s, block_n=n))(splits, block_n)
+                variants[name] = (lambda s, n: lambda kc, vc: split_decode(
+                    q, k, v, kc, vc, tables, lens, slots, counters, splits=s, block_n=n))(splits, block_n)
             expect = fa2(*caches[0]).float()
             row = {"batch": batch, "context": ctx, "auto_splits": auto}
             for name, fn in variants.items():
@@ -77,7 +72,8 @@ def kernels_alone(flash4) -> list:
             rows.append(row)
             print(f"batch {batch:2d} ctx {ctx:5d}: " + "  ".join(
                 f"{n}: {r['us_per_layer']:.2f} µs ({r['max_abs_diff']:.3f}/{r['after_replays_diff']:.3f})"
-                for n, r in row.items() if isinstance(r, dict)) + f"  counters zero: {row['counters_zero']}", flush=True)
+                for n, r in row.items() if isinstance(r, dict)) + f"  counters zero: {row['counters_zero']}",
+                flush=True)
             del caches
             torch.cuda.empty_cache()
     return rows
@@ -130,19 +126,14 @@ def main():
     except ImportError:
         flash4 = None
     kernels = kernels_alone(flash4)
-    model = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, "/tmp/qwen3-0.6b-random", with_tokenizer=False)
-    shutil.copytree(".gpu/tokenizer", model, dirs_exist_ok=True)
+    model = random_qwen3_0_6b()
     engine = engine_tpot(model)
-    print("\nengine TPOT, median ms      batch 1  batch 8  batch 32")
-    for name, row in engine.items():
-        if isinstance(row, dict):
-            print(f"{name:26s} " + " ".join(f"{statistics.median(row[b]):8.3f}" for b in (1, 8, 32)), row["backend"])
+    print_tpot_table(engine, "backend")
     print("same greedy tokens (of 4 prompts):", engine["same_greedy_tokens_of_4"])
-    provenance = {**collect_provenance(), "date": utc_now(), "command": shlex.join(["python", *sys.argv]),
-                  "config": {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128,
-                             "out_len": 256, "runs": 5, "tpot": "(t(256 tokens) - t(1 token)) / 255",
-                             "kernels": "16 q and 8 kv heads of 128, block 256, 28 layers per CUDA graph, 50 replays"}}
-    json.dump({"provenance": provenance, "kernels": kernels, "engine": engine}, open(out, "w"), indent=1)
+    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128, "out_len": 256,
+              "runs": 5, "tpot": "(t(256 tokens) - t(1 token)) / 255",
+              "kernels": "16 q and 8 kv heads of 128, block 256, 28 layers per CUDA graph, 50 replays"}
+    write_result(out, config, kernels=kernels, engine=engine)
 
 
 if __name__ == "__main__":
