@@ -263,10 +263,11 @@ class SpecDecodeCore(EngineCore):
         batch = self.scheduler.schedule()
         return self._nothing_scheduled(batch) if batch.is_empty else self.verify(batch)
 
-    def verify(self, batch: ScheduledBatch) -> EngineCoreOutput:
-        """Propose, verify every position in one forward, accept, update: one synchronous step of `batch`."""
+    def verify(self, batch: ScheduledBatch, proposed: tuple | None = None) -> EngineCoreOutput:
+        """Propose (unless `propose(batch)` is given), verify every position in one forward, accept, update: one
+        synchronous step of `batch`."""
         start, decode_tokens = time.perf_counter(), count_decode_tokens(batch)
-        proposals, real = self.propose(batch)
+        proposals, real = proposed or self.propose(batch)
         drafts = self.scheduler.add_drafts(batch, proposals)
         sampling, prompt_owners = self.sampling.build(batch)
         repeats = [1 + len(d) for d, s in zip(drafts, batch.samples) if s]
@@ -327,11 +328,6 @@ class OverlappedSpecDecodeCore(AsyncEngineCore, SpecDecodeCore):
         self.deferred: ScheduledBatch | None = None  # scheduled while a step was in flight: verified next call
         self.launched = self.verified = 0  # steps run one step ahead, and synchronously
 
-    def proposes(self, batch: ScheduledBatch) -> bool:
-        """Whether any decode row finds an n-gram in the tokens the host has (a pending one not among them)."""
-        return any(n == 1 and s and self.speculates(seq) and self.proposer.propose(seq.token_ids)
-                   for seq, n, s in zip(batch.seqs, batch.num_new_tokens, batch.samples))
-
     def step(self) -> EngineCoreOutput:
         """A deferred verify step first; else chapter 11's step, whose `_run_ahead` is the one below."""
         if self.deferred is not None:
@@ -340,21 +336,23 @@ class OverlappedSpecDecodeCore(AsyncEngineCore, SpecDecodeCore):
         return super().step()
 
     def _run_ahead(self, batch: ScheduledBatch) -> EngineCoreOutput:
-        """Chapter 11's launch, unless a decode row proposes: then verify now, or after the step in flight."""
-        if batch.is_empty or not self.proposes(batch):
+        """Chapter 11's launch, unless a decode row finds an n-gram in the tokens the host has (a pending one not
+        among them): then verify now with those proposals, or after the step in flight, proposing again."""
+        proposed = None if batch.is_empty else self.propose(batch)
+        if proposed is None or not any(proposed[1]):
             return super()._run_ahead(batch)
         if self.in_flight is None:
-            return self._verified(batch)
-        self.deferred = batch  # its inputs need the tokens in flight
+            return self._verified(batch, proposed)
+        self.deferred = batch  # its inputs need the tokens in flight, and its proposals may change with them
         return self._finish()
 
     def _launch(self, batch: ScheduledBatch):
         self.launched += 1
         return super()._launch(batch)
 
-    def _verified(self, batch: ScheduledBatch) -> EngineCoreOutput:
+    def _verified(self, batch: ScheduledBatch, proposed: tuple | None = None) -> EngineCoreOutput:
         self.verified += 1
-        return self.verify(batch)
+        return self.verify(batch, proposed)
 
     def shutdown(self) -> None:
         """Forget a deferred step too."""

@@ -162,6 +162,30 @@ def test_overlapped_core_takes_turns_on_real_text_and_equals_the_plain_engine():
     assert core.scheduler.block_manager.num_used_blocks == 0
 
 
+def test_overlapped_core_searches_once_for_a_step_it_verifies_at_once(tiny):
+    """A step verified as soon as it is scheduled reuses the proposals that chose it; only a step deferred behind the
+    one in flight proposes again (its history gains the token in flight)."""
+    llm = LLM(tiny, **TIGHT, speculative_config=SPEC, async_scheduling=True)
+    core, calls = llm.llm_engine.core, collections.Counter()
+    propose, verify, step = core.propose, core.verify, core.step
+
+    def counted_verify(batch, proposed=None):
+        calls["verify, proposals given" if proposed else "verify, proposing"] += 1
+        return verify(batch, proposed)
+
+    def counted_step():
+        calls["deferred steps"] += core.deferred is not None
+        return step()
+    core.propose = lambda batch: calls.update(["propose"]) or propose(batch)
+    core.verify, core.step = counted_verify, counted_step
+    want = _ids(_run(tiny, SamplingParams(temperature=0, max_tokens=48, ignore_eos=True))[1])
+    got = llm.generate([{"prompt_token_ids": p} for p in PROMPTS], SamplingParams(temperature=0, max_tokens=48,
+                                                                                   ignore_eos=True), use_tqdm=False)
+    assert _ids(got) == want
+    assert calls["verify, proposals given"] > 0 and calls["verify, proposing"] == calls["deferred steps"]
+    assert calls["verify, proposals given"] + calls["verify, proposing"] == core.verified
+
+
 def test_proposer_prefers_the_longest_match():
     proposer = NgramProposer(3, 1, 3)
     assert proposer.propose([1, 2, 3, 9, 2, 3, 8, 1, 2, 3]) == [9, 2, 3]  # "1 2 3" beats the newer "2 3"
