@@ -10,7 +10,7 @@ import torch
 
 import nanoserve.engine.selector as selector
 from nanoserve import LLM
-from probe_timing import tpot_ms, random_qwen3_0_6b, write_result  # this script's folder
+from probe_timing import TPOT_CONFIG, tpot_ms, random_qwen3_0_6b, write_result  # this script's folder
 
 
 def main():
@@ -37,9 +37,7 @@ def main():
     print("\nvariant                     ready    b=1    b=2    b=4    b=8   (median TPOT, ms)")
     for name, r in rows.items():
         print(f"{name:26s} {r['ready_s']:6.1f} " + " ".join(f"{statistics.median(r[b]):6.3f}" for b in (1, 2, 4, 8)))
-    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128, "out_len": 256,
-              "runs": 5, "attention_backend": backend, "backend_used": used,
-              "tpot": "(t(256 tokens) - t(1 token)) / 255"}
+    config = {**TPOT_CONFIG, "attention_backend": backend, "backend_used": used}
     write_result(sys.argv[2] if len(sys.argv) > 2 else "/tmp/bucket_probe.json", config, rows=rows)
 
 

@@ -25,7 +25,12 @@ def graph_us(calls: list, reps: int = 20) -> float:
     return start.elapsed_time(end) * 1000 / reps / len(calls)
 
 
-def tpot_ms(llm, batch: int, prompt_len: int = 128, out_len: int = 256, runs: int = 5) -> list:
+PROMPT_LEN, OUT_LEN, RUNS = 128, 256, 5  # tpot_ms's defaults
+TPOT_CONFIG = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": PROMPT_LEN,
+               "out_len": OUT_LEN, "runs": RUNS, "tpot": f"(t({OUT_LEN} tokens) - t(1 token)) / {OUT_LEN - 1}"}
+
+
+def tpot_ms(llm, batch: int, prompt_len: int = PROMPT_LEN, out_len: int = OUT_LEN, runs: int = RUNS) -> list:
     """Decode ms per token, `runs` times: (time for out_len tokens - time for 1 token) / (out_len - 1)."""
     from nanoserve import SamplingParams
 

@@ -15,7 +15,8 @@ import torch
 import nanoserve.kernels.fused as fused
 from nanoserve import LLM, SamplingParams
 from nanoserve.model.qwen3 import Qwen3Attention
-from probe_timing import graph_us, tpot_ms, print_tpot_table, random_qwen3_0_6b, write_result  # this script's folder
+from probe_timing import (TPOT_CONFIG, graph_us, print_tpot_table, random_qwen3_0_6b,  # this script's folder
+                          tpot_ms, write_result)
 
 REAL_SWAP = fused.fuse_model
 
@@ -81,9 +82,7 @@ def main():
     engine = engine_tpot(model)
     print_tpot_table(engine, "attention_class")
     print("same greedy tokens:", engine["same_greedy_tokens"])
-    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128, "out_len": 256,
-              "runs": 5, "tpot": "(t(256 tokens) - t(1 token)) / 255",
-              "kernels": "16 q and 8 kv heads of 128, 28 calls per CUDA graph, 50 replays"}
+    config = {**TPOT_CONFIG, "kernels": "16 q and 8 kv heads of 128, 28 calls per CUDA graph, 50 replays"}
     write_result(out, config, kernels=kernels, engine=engine)
 
 

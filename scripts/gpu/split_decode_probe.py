@@ -16,7 +16,8 @@ import torch
 
 from nanoserve import LLM, SamplingParams
 from nanoserve.attention.flash import flash_functions, store_kv_triton
-from probe_timing import graph_us, tpot_ms, print_tpot_table, random_qwen3_0_6b, write_result  # this script's folder
+from probe_timing import (TPOT_CONFIG, graph_us, print_tpot_table, random_qwen3_0_6b,  # this script's folder
+                          tpot_ms, write_result)
 from split_decode import split_decode, splits_for
 
 LAYERS, HQ, HKV, D, BS = 28, 16, 8, 128, 256
@@ -130,9 +131,7 @@ def main():
     engine = engine_tpot(model)
     print_tpot_table(engine, "backend")
     print("same greedy tokens (of 4 prompts):", engine["same_greedy_tokens_of_4"])
-    config = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": 128, "out_len": 256,
-              "runs": 5, "tpot": "(t(256 tokens) - t(1 token)) / 255",
-              "kernels": "16 q and 8 kv heads of 128, block 256, 28 layers per CUDA graph, 50 replays"}
+    config = {**TPOT_CONFIG, "kernels": "16 q and 8 kv heads of 128, block 256, 28 layers per CUDA graph, 50 replays"}
     write_result(out, config, kernels=kernels, engine=engine)
 
 
