@@ -42,13 +42,27 @@ def copy_passages(count: int = 8, chars: int = 750) -> list:
     return passages
 
 
+def with_typos(text: str, every: int = 9) -> str:
+    """`text` with a planted typo in every `every`-th word of more than four letters (its 3rd and 4th letters
+    swapped), so that correcting it is an editing task whose answer copies the passage."""
+    words = text.split(" ")
+    for i in range(3, len(words), every):
+        w = words[i]
+        if len(w) > 4:
+            words[i] = w[:2] + w[3] + w[2] + w[4:]
+    return " ".join(words)
+
+
 def prompt_sets(tokenizer) -> dict:
-    """{set name: [token ids]} for the copy-heavy and the plain set, through the model's chat template."""
+    """{set name: [token ids]} for the copy-heavy and the plain set, through the model's chat template. The
+    copy-heavy set asks to correct a passage's spelling: asked to repeat a passage, SmolLM2-135M paraphrased or
+    drifted on most of them (PERF_NOTES, 2026-12-04), so that set measured paraphrase, not copying."""
     def ids(content):
         text = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                              add_generation_prompt=True)
         return tokenizer.encode(text, add_special_tokens=False)
-    return {"copy-heavy": [ids(f"Repeat this text exactly, word for word:\n\n{p}") for p in copy_passages()],
+    return {"copy-heavy": [ids(f"Fix the spelling mistakes in this text and write it out again in full:\n\n"
+                               f"{with_typos(p)}") for p in copy_passages()],
             "plain": [ids(q) for q in QUESTIONS]}
 
 
