@@ -4,11 +4,14 @@
 #   bash scripts/gpu/spec_call.sh stash spec/NN   carrying .gpu/spec/NN (NN = 00..07: vLLM 0.24.0, its offline deps,
 #                                                 numba and llvmlite, as one tar split in 42 MB parts; the
 #                                                 join takes part* in name order, so a part may travel as two
-#                                                 halves, spec/00a and spec/00b: three calls carrying the whole
-#                                                 first part failed on the device on 2026-12-04, the halves did not)
-#   bash scripts/gpu/spec_call.sh stash smolK     carrying .gpu/smolK (K = 1, 2: the SmolLM2 GGUF's first parts)
-#   bash scripts/gpu/spec_call.sh run             carrying .gpu/spec/08, .gpu/spec/SHA256, .gpu/smol3, the flash-attn
-#                                                 wheel and .gpu/wheels: installs (once per machine), then the bench
+#                                                 halves, spec/00a and spec/00b)
+#   bash scripts/gpu/spec_call.sh stash smolK     carrying .gpu/smolK (K = 1, 2, 3: the SmolLM2 GGUF in three parts,
+#                                                 the third with its SHA256; with the checkout it is too big to
+#                                                 travel with the run call)
+#   bash scripts/gpu/spec_call.sh run             carrying .gpu/spec/08, .gpu/spec/SHA256, the flash-attn wheel and
+#                                                 .gpu/wheels: installs (once per machine), then the bench
+# A call that moves the checkout's .git away makes the next call on that warm machine fail ("the call failed on the
+# device"); set NANOSERVE_COMMIT for the provenance instead.
 #   bash scripts/gpu/spec_call.sh test            the same carry; installs if needed, then the spec-decode GPU tests
 #                                                 (MORE_TESTS: other test files to run in the same call)
 # (.gpu/spec is made on the CPU machine: tar the wheels into one file, `split -b 42m`, one folder per part.)
@@ -23,7 +26,7 @@ export NANOSERVE_CACHE=/tmp/nanoserve-cache; mkdir -p "$NANOSERVE_CACHE"
 GGUF=$NANOSERVE_CACHE/SmolLM2-135M-Instruct.Q4_1.gguf
 if [[ ! -f /tmp/installed ]]; then  # a later call on the same warm machine skips the install
   bash scripts/gpu/install_spec_pack.sh || exit 1
-  cp .gpu/smol3/* "$S/smol/"
+  cp .gpu/smol3/* "$S/smol/" 2>/dev/null  # when the third part travels with this call
   cat "$S"/smol/smolpart_00 "$S"/smol/smolpart_01 "$S"/smol/smolpart_02 > "$GGUF"
   echo "$(cat "$S/smol/SHA256")  $GGUF" | sha256sum -c - || exit 1
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
