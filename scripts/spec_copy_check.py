@@ -11,15 +11,14 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent / "gpu"))
-from spec_decode_bench import SPEC, copy_passages, with_typos  # noqa: E402
+from spec_decode_bench import SPEC, chat_ids, copy_passages, correct_spelling  # noqa: E402
 
 from nanoserve import LLM, SamplingParams  # noqa: E402
 from nanoserve.engine.spec_decode import NgramProposer  # noqa: E402
 from course.real_model import smollm2_gguf  # noqa: E402
 
 INSTRUCTIONS = {"repeat": lambda p: f"Repeat this text exactly, word for word:\n\n{p}",
-                "correct spelling": lambda p: f"Fix the spelling mistakes in this text and write it out again in "
-                                              f"full:\n\n{with_typos(p)}"}
+                "correct spelling": correct_spelling}  # the second is spec_decode_bench.py's copy-heavy set
 MAX_TOKENS = 128
 
 
@@ -42,9 +41,7 @@ def main() -> None:
                              "model": "SmolLM2-135M-Instruct (Q4_1 GGUF, dequantized), float32, CPU",
                              "speculative_config": SPEC, "max_tokens": MAX_TOKENS}, "instructions": {}}
     for name, instruction in INSTRUCTIONS.items():
-        prompts = [tokenizer.encode(tokenizer.apply_chat_template([{"role": "user", "content": instruction(p)}],
-                                                                  tokenize=False, add_generation_prompt=True),
-                                    add_special_tokens=False) for p in copy_passages()]
+        prompts = [chat_ids(tokenizer, instruction(p)) for p in copy_passages()]
         outs = llm.generate([{"prompt_token_ids": p} for p in prompts],
                             SamplingParams(temperature=0, max_tokens=MAX_TOKENS, ignore_eos=True), use_tqdm=False)
         steps = [steps_for(p, o.outputs[0].token_ids, proposer) for p, o in zip(prompts, outs)]

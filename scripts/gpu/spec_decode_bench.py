@@ -53,17 +53,23 @@ def with_typos(text: str, every: int = 9) -> str:
     return " ".join(words)
 
 
+def correct_spelling(passage: str) -> str:
+    """The copy-heavy set's request for one passage: asked to repeat a passage, SmolLM2-135M paraphrased or drifted
+    on most of them (scripts/spec_copy_check.py), so the set asks for an edit whose answer copies the passage."""
+    return f"Fix the spelling mistakes in this text and write it out again in full:\n\n{with_typos(passage)}"
+
+
+def chat_ids(tokenizer, content: str) -> list:
+    """Token ids of one user message through the model's chat template, ready for the assistant's answer."""
+    text = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                         add_generation_prompt=True)
+    return tokenizer.encode(text, add_special_tokens=False)
+
+
 def prompt_sets(tokenizer) -> dict:
-    """{set name: [token ids]} for the copy-heavy and the plain set, through the model's chat template. The
-    copy-heavy set asks to correct a passage's spelling: asked to repeat a passage, SmolLM2-135M paraphrased or
-    drifted on most of them (PERF_NOTES, 2026-12-04), so that set measured paraphrase, not copying."""
-    def ids(content):
-        text = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
-                                             add_generation_prompt=True)
-        return tokenizer.encode(text, add_special_tokens=False)
-    return {"copy-heavy": [ids(f"Fix the spelling mistakes in this text and write it out again in full:\n\n"
-                               f"{with_typos(p)}") for p in copy_passages()],
-            "plain": [ids(q) for q in QUESTIONS]}
+    """{set name: [token ids]} for the copy-heavy and the plain set."""
+    return {"copy-heavy": [chat_ids(tokenizer, correct_spelling(p)) for p in copy_passages()],
+            "plain": [chat_ids(tokenizer, q) for q in QUESTIONS]}
 
 
 def measure(generate, sets: dict, max_tokens: int, runs: int, counters) -> list:
