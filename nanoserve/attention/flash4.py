@@ -79,11 +79,15 @@ class Flash4AttentionBackend(FlashAttentionBackend):
         """The attention function: flash-attn-4's, or the stand-in given at construction."""
         return self._attention or flash4_attention()
 
+    def flash2(self):
+        """Chapter 13's flash-attn 2 kernels (or the stand-in given); None when flash-attn 2 is not installed."""
+        return self._flash2 or (FlashCascadeKernels if flash_attn_available() else None)
+
     def flash2_kernels(self, lanes: int):
-        """Chapter 13's flash-attn 2 kernels (or the stand-in given) when decode of `lanes` lanes goes to them."""
+        """flash2() when decode of `lanes` lanes goes to flash-attn 2's kernel, else None."""
         if self.flash2_decode_from is None or lanes < self.flash2_decode_from:
             return None
-        return self._flash2 or (FlashCascadeKernels if flash_attn_available() else None)
+        return self.flash2()
 
     def decode(self, q, k_cache, v_cache, batch):
         """One query per sequence over its block table."""
@@ -160,6 +164,7 @@ class LongContextDecode(DecodeVariant):
 def long_context_decode(backend, buckets: list, max_model_len: int, block_size: int):
     """The LongContextDecode variant for `backend`, or None when flash-attn 2 is not installed or no bucket is
     below its threshold."""
-    if backend.flash2_kernels(1 << 30) is None or min(buckets) >= backend.flash2_decode_from:
+    threshold = backend.flash2_decode_from
+    if backend.flash2() is None or threshold is None or min(buckets) >= threshold:
         return None
     return LongContextDecode(backend, buckets, max_model_len, block_size)
