@@ -102,7 +102,8 @@ class GenerateRequest:
 
     def usage(self, group) -> dict:
         """The response's token counts (echo with max_tokens 0 generated nothing the client sees)."""
-        return usage(sum(group.num_prompt_tokens.values()), 0) if self.prompt_only else group_usage(group)
+        counts = group_usage(group)
+        return usage(counts["prompt_tokens"], 0) if self.prompt_only else counts
 
 
 # %% chapters/A6_serving_hardening.ipynb #c007
