@@ -269,10 +269,13 @@ class EngineConfig:
                                    "kv_cache_dtype='auto'", "auto only")
     quantization: str | None = _refused(None, "str", "nanoserve runs unquantized float32/bfloat16/float16 weights; "
                                         "use quantization=None", "none only", optional=True)
-    load_format: str = _refused("auto", "str", "the loader reads safetensors or GGUF as it finds them; "
-                                "use load_format='auto'", "auto only")
+    load_format: str = field("auto", Rule("str", choices=("auto", "dummy"), help="auto: the safetensors or GGUF "
+                             "found; dummy: random weights, no file read (vLLM's, for profiling)"))
     disable_log_stats: bool = field(False, Rule("bool", help="accepted: nanoserve logs no periodic stats"))
     disable_cascade_attn: bool = field(False, Rule("bool", help="decode graphs never split a shared prefix off"))
+    flash4_compile: str = field("background", Rule("str", choices=("background", "startup"), help="with flash-attn-4 "
+                                "kernels not yet compiled, 'auto' serves on flash-attn 2 and compiles them in a "
+                                "background process for the next start, or takes flash-attn-4 and compiles at start-up"))
     swap_space: float = _refused(4, "float", "a preempted sequence is recomputed, never swapped to CPU memory; "
                                  "leave swap_space at 4 (vLLM's default)", "GiB; 4 only")
     hf_token: str | None = field(None, Rule("str", optional=True, parse=_no_token, help="use HF_TOKEN instead"))

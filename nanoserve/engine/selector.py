@@ -98,15 +98,17 @@ def make_engine_core(config, model_config) -> EngineCore:
 
 
 # %% chapters/A2_engine_assembly.ipynb #c005
-def attention_backends() -> dict:
+def attention_backends(model_config=None) -> dict:
     """The attention backends on offer (name -> class), the one 'auto' picks on CUDA first: flash-attn-4 on Hopper
-    and newer when installed, else flash-attn 2 when installed, else torch."""
+    and newer when installed (given a model_config, only once its kernels for that model are compiled, or when
+    flash-attn 2 is missing), else flash-attn 2 when installed, else torch."""
     from nanoserve.attention.flash import FlashAttentionBackend, flash_attn_available  # chapter 08
-    from nanoserve.attention.flash4 import Flash4AttentionBackend, flash4_available  # chapter 19
+    from nanoserve.attention.flash4 import Flash4AttentionBackend, flash4_available, flash4_compiled  # chapter 19
     from nanoserve.attention.torch_ref import TorchAttentionBackend  # chapter 03
 
     backends = {"torch": TorchAttentionBackend, "flash": FlashAttentionBackend, "flash4": Flash4AttentionBackend}
-    first = "flash4" if flash4_available() else "flash" if flash_attn_available() else "torch"
+    flash4 = flash4_available() and (model_config is None or not flash_attn_available() or flash4_compiled(model_config))
+    first = "flash4" if flash4 else "flash" if flash_attn_available() else "torch"
     return {first: backends.pop(first), **backends}
 
 

@@ -82,9 +82,10 @@ def test_logprobs_true_means_one_and_spaces_between_special_tokens_only_true():
         SamplingParams(spaces_between_special_tokens="yes")
 
 
-def test_load_format_auto_is_accepted_and_others_refused():
+def test_load_format_auto_and_dummy_are_accepted_and_others_refused():
     assert EngineConfig("some/model", load_format="auto").load_format == "auto"
-    with pytest.raises(ValueError, match="load_format='bitsandbytes' is not supported"):
+    assert EngineConfig("some/model", load_format="dummy").load_format == "dummy"  # random weights (see A5)
+    with pytest.raises(ValueError, match=r"load_format must be one of \['auto', 'dummy'\], got 'bitsandbytes'"):
         EngineConfig("some/model", load_format="bitsandbytes")
 
 
