@@ -22,7 +22,7 @@ if not path.exists():
                          max_position_embeddings=4096)
 kernels = lambda: len(list(kernel_cache_dir().rglob("*.o")))
 before, start = kernels(), time.perf_counter()
-llm = LLM(str(path), skip_tokenizer_init=True, max_num_seqs=16, max_model_len=1024, gpu_memory_utilization=0.3)
+llm = LLM(str(path), skip_tokenizer_init=True, max_num_seqs=16, max_model_len=1024, num_kv_blocks=64)
 ready = time.perf_counter() - start
 out = llm.generate({"prompt_token_ids": list(range(1, 40))}, SamplingParams(max_tokens=8, temperature=0),
                    use_tqdm=False)[0].outputs[0].token_ids
