@@ -125,12 +125,7 @@ class ModelRunner:
         self.backend = config.attention_backend_class()
         with torch.device(self.device):
             self.model = Qwen3ForCausalLM(model_config, layers).to(self.dtype)
-        if config.load_format == "dummy":  # vLLM's: random weights, no file read (profiling, kernel compiles)
-            with torch.no_grad():
-                for p in self.model.parameters():
-                    p.uniform_(-1e-3, 1e-3)
-        else:
-            load_weights(self.model, config.model_path())
+        load_weights(self.model, config.model_path(), config.load_format)
         self.model.eval()
         self.tp_size = layers.tp_size if layers is not None else 1
         self.generator = torch.Generator(device=self.device).manual_seed(config.seed)  # rows without a seed

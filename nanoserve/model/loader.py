@@ -289,8 +289,14 @@ def check_safetensors_file(file) -> None:
                              f"but the file holds only {data_len} bytes of data (truncated?)")
 
 
-def load_weights(model, path) -> None:
-    """Load every `*.safetensors` file of `path` (or one GGUF file) into `model` through each weight_loader."""
+def load_weights(model, path, load_format: str = "auto") -> None:
+    """Load every `*.safetensors` file of `path` (or one GGUF file) into `model` through each weight_loader; with
+    load_format "dummy" (vLLM's), read nothing and fill every parameter with small random values instead."""
+    if load_format == "dummy":  # profiling and kernel compiles need the shapes, not the values
+        with torch.no_grad():
+            for param in model.parameters():
+                param.uniform_(-1e-3, 1e-3)
+        return
     if is_gguf_file(path):
         named = ((name, tensor, Path(path).name) for name, tensor in gguf_tensors(model.config, path))
     else:
