@@ -7,6 +7,7 @@ __all__ = ['SHAPING', 'compile_job', 'compile_core', 'compile_in_background', 'w
 import dataclasses
 import fcntl
 import json
+import logging
 import math
 import subprocess
 import sys
@@ -19,6 +20,7 @@ from nanoserve.engine.kv_profile import dummy_step
 from nanoserve.engine.selector import attention_backends, make_engine_core
 from nanoserve.model.loader import load_config
 
+_logger = logging.getLogger(__name__)
 # the settings that decide which kernel variants a start meets (its graph buckets and variants), and the model's
 SHAPING = ("max_model_len", "max_num_seqs", "max_num_batched_tokens", "block_size", "enable_prefix_caching",
            "disable_cascade_attn", "speculative_config", "compilation_config", "enforce_eager")
@@ -51,8 +53,11 @@ def compile_in_background(config: EngineConfig, model_config) -> subprocess.Pope
     kernel_cache_dir().mkdir(parents=True, exist_ok=True)
     job = json.dumps({"job": compile_job(config), "marker": str(compiled_marker(model_config))})
     with open(kernel_cache_dir() / "compile.log", "a") as log:  # the child keeps its own copy of the descriptor
-        return subprocess.Popen([sys.executable, "-m", __name__, job], stdout=log, stderr=log,
-                                start_new_session=True)  # it outlives this process: its kernels are for the next
+        process = subprocess.Popen([sys.executable, "-m", __name__, job], stdout=log, stderr=log,
+                                   start_new_session=True)  # it outlives this process: its kernels are for the next
+    _logger.info("serving on flash-attn 2; flash-attn-4's kernels compile in the background (pid %d, log %s) and "
+                 "the next start uses them", process.pid, log.name)
+    return process
 
 
 def wait_for_compile() -> None:
