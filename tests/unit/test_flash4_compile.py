@@ -98,11 +98,12 @@ def test_a_cpu_engine_starts_no_compile(tmp_path):
 def test_the_compile_process_is_detached_and_started_once(monkeypatch, cache, tmp_path):
     config, model_config = tiny_engine_config(tmp_path)
     started = []
-    monkeypatch.setattr(subprocess, "Popen", lambda args, **kw: started.append((args, kw)) or "process")
+    process = SimpleNamespace(pid=123)
+    monkeypatch.setattr(subprocess, "Popen", lambda args, **kw: started.append((args, kw)) or process)
     monkeypatch.setattr(flash4_compile, "flash4_available", lambda: True)
     assert flash4_compile.compile_in_background(config, model_config) is None  # a CPU engine
     on_gpu = dataclasses.replace(config, device=torch.device("cuda"))
-    assert flash4_compile.compile_in_background(on_gpu, model_config) == "process"
+    assert flash4_compile.compile_in_background(on_gpu, model_config) is process
     (args, kw), = started
     assert args[:3] == [sys.executable, "-m", "nanoserve.engine.flash4_compile"] and kw["start_new_session"]
     work = json.loads(args[3])
