@@ -66,13 +66,17 @@ def _plain(number: str) -> str:
 
 
 def _texts(cell: dict) -> list:
-    """The printed texts of one code cell's outputs (stream, text, HTML and markdown)."""
-    texts = []
+    """The printed texts of one code cell's outputs (stream, text, HTML and markdown); a stream is one text however
+    many chunks the kernel sent it in (a busy machine splits a table from its header)."""
+    streams, texts = {}, []
     for out in cell.get("outputs", []):
+        if out.get("output_type") == "stream":
+            streams[out.get("name")] = streams.get(out.get("name"), "") + "".join(out.get("text", ""))
+            continue
         candidates = [out.get("text", "")] + [out.get("data", {}).get(m, "")
                                               for m in ("text/plain", "text/html", "text/markdown")]
         texts += ["".join(t) if isinstance(t, list) else t for t in candidates]
-    return [t for t in texts if t]
+    return [t for t in [*streams.values(), *texts] if t]
 
 
 def output_numbers(nb: dict) -> set:

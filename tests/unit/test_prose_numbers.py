@@ -79,3 +79,17 @@ def test_commit_ids_are_stamps_too(tmp_path):
         "stale?"]
 
 
+
+
+def test_a_table_printed_in_several_stream_chunks_keeps_its_header(tmp_path):
+    """A busy machine's kernel may send a table's header and its rows as separate stream outputs."""
+    import nbformat
+
+    cells = [("md", "## Decode\nBatch 32 decodes in 1.596 ms<!--o--> per token."),
+             ("code", "print(table)", "decode ms per token   b1     b32\nfrom 32 lanes        1.343  1.596\n")]
+    path = numbers_chapter(tmp_path, cells)
+    nb = nbformat.read(path, as_version=4)
+    nb.cells[1].outputs = [nbformat.v4.new_output("stream", name="stdout", text="decode ms per token   b1     b32"),
+                           nbformat.v4.new_output("stream", name="stdout", text="\nfrom 32 lanes        1.343  1.596\n")]
+    nbformat.write(nb, path)
+    assert tool().prose_problems(path, strict=True) == []
