@@ -50,11 +50,16 @@ def compile_in_background(config: EngineConfig, model_config) -> subprocess.Pope
     runs on a GPU where flash-attn-4 is available and nothing is compiled for the model's geometry; else None."""
     if config.device.type != "cuda" or not flash4_available() or flash4_compiled(model_config):
         return None
-    kernel_cache_dir().mkdir(parents=True, exist_ok=True)
     job = json.dumps({"job": compile_job(config), "marker": str(compiled_marker(model_config))})
-    with open(kernel_cache_dir() / "compile.log", "a") as log:  # the child keeps its own copy of the descriptor
-        process = subprocess.Popen([sys.executable, "-m", __name__, job], stdout=log, stderr=log,
-                                   start_new_session=True)  # it outlives this process: its kernels are for the next
+    try:
+        kernel_cache_dir().mkdir(parents=True, exist_ok=True)
+        with open(kernel_cache_dir() / "compile.log", "a") as log:  # the child keeps its own copy of the descriptor
+            process = subprocess.Popen([sys.executable, "-m", __name__, job], stdout=log, stderr=log,
+                                       start_new_session=True)  # it outlives this process: its kernels are for the next
+    except OSError as error:  # an unwritable cache folder costs the compile, never the engine that is already built
+        _logger.warning("flash-attn-4's kernels cannot be compiled in the background (%s); the engine stays on "
+                        "flash-attn 2", error)
+        return None
     _logger.info("serving on flash-attn 2; flash-attn-4's kernels compile in the background (pid %d, log %s) and "
                  "the next start uses them", process.pid, log.name)
     return process

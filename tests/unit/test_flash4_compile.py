@@ -136,3 +136,16 @@ def test_one_compile_at_a_time_and_a_finished_one_is_kept(monkeypatch, cache, ca
     flash4_compile.main(argv)  # the marker is there: nothing to do
     assert len(cores) == 1
     flash4_compile.wait_for_compile()  # returns at once: nothing holds the lock
+
+
+def test_an_unwritable_cache_costs_the_compile_not_the_engine(monkeypatch, cache, tmp_path, caplog):
+    config, model_config = tiny_engine_config(tmp_path)
+    monkeypatch.setattr(flash4_compile, "flash4_available", lambda: True)
+
+    def refuse(*args, **kwargs):
+        raise PermissionError("read-only file system")
+
+    monkeypatch.setattr(subprocess, "Popen", refuse)
+    on_gpu = dataclasses.replace(config, device=torch.device("cuda"))
+    assert flash4_compile.compile_in_background(on_gpu, model_config) is None
+    assert "stays on flash-attn 2" in caplog.text
