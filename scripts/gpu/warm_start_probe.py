@@ -27,13 +27,13 @@ stamps = {}
 real = importlib.import_module
 
 
-def timed(name, *args):
+def timed(name, *args, **kwargs):
     if name == "flash_attn.cute.interface":
         stamps["flash4_import_from_s"] = time.time() - t0
-        module = real(name, *args)
+        module = real(name, *args, **kwargs)
         stamps["flash4_import_until_s"] = time.time() - t0
         return module
-    return real(name, *args)
+    return real(name, *args, **kwargs)
 
 
 importlib.import_module = timed  # the backend's helper thread imports through it
