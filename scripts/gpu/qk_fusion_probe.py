@@ -57,7 +57,7 @@ def engine_tpot(model) -> dict:
     rows, tokens = {}, {}
     for name in ("separate", "one launch", "separate, again", "one launch, again"):
         fused.fuse_model = REAL_SWAP if name.startswith("one") else swap_without_attention  # build_runner imports it
-        llm = LLM(str(model), max_model_len=4096)
+        llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
         kinds = {type(m).__name__ for m in llm.engine.executor.runner.model.modules()}
         rows[name] = {"attention_class": sorted(k for k in kinds if "Attention" in k),
                       "backend": llm.config.attention_backend_class.name}
