@@ -4,13 +4,11 @@ start, and that next start. Each start is a new process; each keeps its batch-1 
 
 Run from the repository root with flash-attn 2 and flash-attn-4 importable:
 python scripts/gpu/cold_start_probe.py [OUT_JSON] [MODEL]  (MODEL: the random Qwen3-0.6B by default)."""
-import json
 import os
 import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 START = """
@@ -37,13 +35,9 @@ print(json.dumps({"backend": llm.config.attention_backend, "process_ready_s": re
 
 def start(model: str, mode: str, caches: str) -> dict:
     """One engine process on the kernel caches under `caches` (XDG and Triton)."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASH_ATTENTION_CUTE_DSL_CACHE")}
-    env.update(XDG_CACHE_HOME=f"{caches}/xdg", TRITON_CACHE_DIR=f"{caches}/triton")
-    done = subprocess.run([sys.executable, "-c", START, str(time.time()), model, mode], env=env, capture_output=True,
-                          text=True, timeout=300)
-    if done.returncode != 0:
-        return {"mode": mode, "error": done.stderr[-1500:]}
-    return {"mode": mode, **json.loads(done.stdout.strip().splitlines()[-1])}
+    from probe_timing import fresh_process
+
+    return {"mode": mode, **fresh_process(START, model, mode, caches=caches, timeout=300)}
 
 
 def main():

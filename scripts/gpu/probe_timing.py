@@ -59,6 +59,23 @@ def random_qwen3_0_6b(path: str = "/tmp/qwen3-0.6b-random") -> str:
     return model
 
 
+def fresh_process(code: str, *args, caches: str, timeout: float) -> dict:
+    """Run `code` in a new Python process (argv: the spawn time, then `args`) on kernel caches under `caches` (XDG and
+    Triton, flash-attn-4's own setting dropped); the JSON its last line prints, or {"error": its stderr's tail}."""
+    import json
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASH_ATTENTION_CUTE_DSL_CACHE")}
+    env.update(XDG_CACHE_HOME=f"{caches}/xdg", TRITON_CACHE_DIR=f"{caches}/triton")
+    done = subprocess.run([sys.executable, "-c", code, str(time.time()), *args], env=env, capture_output=True,
+                          text=True, timeout=timeout)
+    if done.returncode != 0:
+        return {"error": done.stderr[-1500:]}
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
 def write_result(path: str, config: dict, **sections) -> None:
     """`sections` as JSON at `path`, after a provenance block (machine, versions, date, this command, `config`)."""
     import json

@@ -4,12 +4,8 @@ ready, beside flash-attn 2's start.
 
 Run from the repository root with flash-attn 2 and flash-attn-4 importable:
 python scripts/gpu/warm_start_probe.py [OUT_JSON] [MODEL]  (MODEL: the random Qwen3-0.6B by default)."""
-import json
-import os
-import subprocess
 import sys
 import tempfile
-import time
 
 IMPORT_ALONE = """
 import sys, time
@@ -45,19 +41,12 @@ print(json.dumps({"backend": llm.config.attention_backend, **stamps}))
 """
 
 
-def run(code: str, *args, caches: str) -> dict:
-    env = {k: v for k, v in os.environ.items() if not k.startswith("FLASH_ATTENTION_CUTE_DSL_CACHE")}
-    env.update(XDG_CACHE_HOME=f"{caches}/xdg", TRITON_CACHE_DIR=f"{caches}/triton")
-    done = subprocess.run([sys.executable, "-c", code, str(time.time()), *args], env=env, capture_output=True,
-                          text=True, timeout=200)
-    if done.returncode != 0:
-        return {"error": done.stderr[-1500:]}
-    return json.loads(done.stdout.strip().splitlines()[-1])
-
-
 def main():
     sys.path.insert(0, "scripts/gpu")
-    from probe_timing import random_qwen3_0_6b, write_result
+    from probe_timing import fresh_process, random_qwen3_0_6b, write_result
+
+    def run(code: str, *args, caches: str) -> dict:
+        return fresh_process(code, *args, caches=caches, timeout=200)
 
     model = sys.argv[2] if len(sys.argv) > 2 else random_qwen3_0_6b()
     caches = tempfile.mkdtemp()
