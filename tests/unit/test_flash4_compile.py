@@ -103,6 +103,8 @@ def test_the_compile_process_is_detached_and_started_once(monkeypatch, cache, tm
     monkeypatch.setattr(flash4_compile, "flash4_available", lambda: True)
     assert flash4_compile.compile_in_background(config, model_config) is None  # a CPU engine
     on_gpu = dataclasses.replace(config, device=torch.device("cuda"))
+    on_flash4 = dataclasses.replace(on_gpu, attention_backend="flash4")  # it compiles what it meets itself
+    assert flash4_compile.compile_in_background(on_flash4, model_config) is None and not started
     assert flash4_compile.compile_in_background(on_gpu, model_config) is process
     (args, kw), = started
     assert args[:3] == [sys.executable, "-m", "nanoserve.engine.flash4_compile"] and kw["start_new_session"]
