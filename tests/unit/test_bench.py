@@ -306,6 +306,15 @@ def test_nanoserve_engine_smoke(tmp_path):
     assert set(results["latency"]["metrics"]["batches"]) == {"1", "2"}
 
 
+
+def test_process_ready_leaves_out_the_harness_gpu_probe(monkeypatch):
+    """The launch-to-ready clock counts the engine's start, not the seconds --measure-gpu spent meanwhile."""
+    monkeypatch.setenv("NANOBENCH_LAUNCHED_AT", str(time.time() - 10.0))
+    whole, less_probe = bench.process_ready_s(), bench.process_ready_s(harness_s=3.0)
+    assert 10.0 <= whole < 11.0 and abs((whole - less_probe) - 3.0) < 0.5
+    monkeypatch.delenv("NANOBENCH_LAUNCHED_AT")
+    assert bench.process_ready_s(harness_s=3.0) is None
+
 # ---- checks at the door and the cpu-smoke preset ---------------------------------------------
 class EngineBuilt(Exception):
     """Raised instead of building an engine: the run got past every check."""
