@@ -26,7 +26,8 @@ PHASES = [("nanoserve.engine.model_runner", "ModelRunner.__init__", "model runne
           ("nanoserve.engine.model_runner", "ModelRunner.init_kv_cache", "KV cache allocation"),
           ("nanoserve.engine.graph_runner", "GraphRunner._capture", "graph capture (all)"),
           ("nanoserve.engine.graph_runner", "capture_graph", "capture_graph calls"),
-          ("nanoserve.tokenizer", "load_tokenizer", "tokenizer"),
+          ("nanoserve.engine.engine", "make_engine_core", "engine core (runner, KV cache, graphs)"),
+          ("nanoserve.engine.engine", "load_engine_tokenizer", "tokenizer (a thread beside the core)"),
           ("nanoserve.llm", "LLM.__init__", "LLM() in all")]
 
 

@@ -10,7 +10,9 @@
 #   PART=a OUT=$OUT bash scripts/gpu/three_engines.sh   nanoserve on empty kernel caches (a machine's first start,
 #                                                       latency only: flash-attn 2 while flash-attn-4 compiles in the
 #                                                       background), then, once that compile is done, every workload
-#                                                       in a second nanoserve process (flash-attn-4), then nano-vllm
+#                                                       in a second nanoserve process (flash-attn-4), then nano-vllm;
+#                                                       between the two, scripts/gpu/startup_profile.py times the
+#                                                       phases of a first start and a warm one (flash-attn 2)
 #   PART=b OUT=$OUT bash scripts/gpu/three_engines.sh   vLLM with its defaults (FlashAttention 3), then vLLM with
 #                                                       flash-attn 2 on the long-prompt workload (FA2=0 skips it)
 # Each part leaves one bundle of every engine's results, $OUT/three_engines_<part>.json (`python -m nanobench
@@ -39,6 +41,13 @@ if [[ ${PART:-a} == a ]]; then
   # its background process compiles flash-attn-4's kernels (appendix A5); the workloads run on them, as every later start
   PYTHONPATH=$PWD:$FLASH_SITE python3 -c "from nanoserve.engine.flash4_compile import wait_for_compile as w; w()"
   echo "background compile done: $(( $(date +%s) - START )) s"
+  # where a first start's seconds go: flash-attn 2 alone (no background compile), its own empty caches, then warm
+  rm -rf /tmp/profile_xdg /tmp/profile_triton
+  for pass in cold warm; do
+    NANOBENCH_LAUNCHED_AT=$(date +%s.%N) XDG_CACHE_HOME=/tmp/profile_xdg TRITON_CACHE_DIR=/tmp/profile_triton \
+      PYTHONPATH=/tmp/site:$PWD timeout 120 python3 scripts/gpu/startup_profile.py --model "$MODEL" --label "$pass" \
+      --out "/tmp/startup_$pass.json" 2>&1 | grep '^\[startup\]' | tee -a "$OUT/startup.out"
+  done
   bench warm nanoserve NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-200}
   bench nano-vllm nano-vllm NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-200}
 else
