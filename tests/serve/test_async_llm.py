@@ -37,10 +37,42 @@ def test_generate_in_vllms_three_output_kinds_then_abort(tiny_model_dir):
             await asyncio.sleep(0.005)
         await llm.abort("d")
         await asyncio.wait_for(task, 30)  # the aborted request's generator ends
-        assert not seen[-1].finished and len(seen[-1].outputs[0].token_ids) < 900
+        last = seen[-1]  # vLLM's abort: a last, finished output, all tokens so far, reason "abort"
+        assert last.finished and last.outputs[0].finish_reason == "abort" and not seen[-2].finished
+        assert len(last.outputs[0].token_ids) == len(seen[-2].outputs[0].token_ids) < 900
         assert len(await collect("d")) == 6  # its id is free again, the engine still serves
 
     try:
         asyncio.run(main())
     finally:
         llm.shutdown()
+
+
+def test_request_ids_and_use_after_shutdown_fail_clearly(tiny_model_dir):
+    """A request id is a str, two live requests cannot share one (even both being admitted), and a shut-down
+    AsyncLLM refuses new requests by saying so."""
+    import pytest
+
+    from nanoserve.entrypoints.async_engine import RequestAborted
+
+    llm = AsyncLLM.from_engine_args(AsyncEngineArgs(model=str(tiny_model_dir), device="cpu", max_model_len=1024,
+                                                    num_kv_blocks=80))
+    params = SamplingParams(temperature=0, max_tokens=4, ignore_eos=True)
+
+    async def collect(request_id):
+        return [out async for out in llm.generate("Hello", params, request_id)]
+
+    async def main():
+        with pytest.raises(TypeError, match="request_id must be a str"):
+            await collect(5)
+        both = await asyncio.gather(collect("dup"), collect("dup"), return_exceptions=True)
+        errors = [r for r in both if isinstance(r, Exception)]
+        assert len(errors) == 1 and "request id 'dup' is already running" in str(errors[0])
+        assert len(await collect("dup")) == 4  # free again once the first finished
+
+    try:
+        asyncio.run(main())
+    finally:
+        llm.shutdown()
+    with pytest.raises(RequestAborted, match="shut down"):
+        asyncio.run(collect("late"))
