@@ -1,4 +1,4 @@
-"""The graph runners' CPU side (chapters 09, 12 and 13): bucket grid, one-copy staging, each variant's plan and
+"""The graph runners' CPU side (chapters 09, 12 and 13): bucket grid, staging (one copy per buffer), each variant's plan and
 metadata."""
 import dataclasses
 from types import SimpleNamespace
