@@ -34,6 +34,17 @@ def _names(name: str, value) -> list:
     return names
 
 
+def _readable_file(name: str, value) -> str:
+    """A rule's parse: a file this process can read (checked before the model loads, not when uvicorn opens it)."""
+    if not isinstance(value, str):
+        raise TypeError(f"{name} must be a str (a file name), got {value!r}")
+    if not os.path.isfile(value):
+        raise ValueError(f"{name} {value!r}: no such file")
+    if not os.access(value, os.R_OK):
+        raise ValueError(f"{name} {value!r}: this process may not read it")
+    return value
+
+
 def _template_kwargs(name: str, value) -> dict:
     """A rule's parse: a dict that sets none of the template arguments the server sets itself."""
     if not isinstance(value, dict):
@@ -53,7 +64,8 @@ class FrontendArgs(ServerLimits):
     served_model_name: list | None = field(None, Rule("any", optional=True, parse=_names, help="the names clients "
                                                       "may send as `model` (None: MODEL); the first labels the metrics"))
     api_key: str | None = field(None, Rule("str", optional=True, help="require `Authorization: Bearer KEY` on every "
-                                           "/v1 route (None: the VLLM_API_KEY environment variable, as in vLLM)"))
+                                           "/v1 route, /tokenize and /detokenize (None: the VLLM_API_KEY environment "
+                                           "variable, as in vLLM)"))
     log_level: str = field("info", Rule("str", choices=LOG_LEVELS, help="the server's log level"))
     uvicorn_log_level: str | None = field(None, Rule("str", choices=(*LOG_LEVELS, "trace"), optional=True,
                                                      help="uvicorn's own log level (None: --log-level)"))
@@ -73,8 +85,11 @@ class FrontendArgs(ServerLimits):
     enable_auto_tool_choice: bool = field(False, Rule("bool", help="let the model decide to call tools (tool_choice "
                                                       "\"auto\"); needs --tool-call-parser"))
     root_path: str = field("", Rule("str", help="the path prefix when served behind a proxy"))
-    ssl_keyfile: str | None = field(None, Rule("str", optional=True, help="the TLS key (with --ssl-certfile: https)"))
-    ssl_certfile: str | None = field(None, Rule("str", optional=True, help="the TLS certificate"))
+    ssl_keyfile: str | None = field(None, Rule("str", optional=True, parse=_readable_file,
+                                               help="the TLS key file (with --ssl-certfile: https)"))
+    ssl_certfile: str | None = field(None, Rule("str", optional=True, parse=_readable_file,
+                                                help="the TLS certificate file (serves https; it may hold the "
+                                                "key too)"))
     allowed_origins: list | None = field(None, Rule("any", optional=True, parse=_names, help="CORS: origins allowed "
                                                     "to call the API from a browser (None: a page elsewhere cannot "
                                                     "read the answers)"))
@@ -83,6 +98,8 @@ class FrontendArgs(ServerLimits):
         super().__post_init__()  # every field's rule
         if self.enable_auto_tool_choice and self.tool_call_parser is None:
             raise ValueError("--enable-auto-tool-choice needs --tool-call-parser")
+        if self.ssl_keyfile is not None and self.ssl_certfile is None:
+            raise ValueError("--ssl-keyfile needs --ssl-certfile")
 
 
 class ServeParser(FlexibleArgumentParser):
@@ -105,6 +122,9 @@ def serve_parser(prog: str = "nanoserve serve") -> argparse.ArgumentParser:
 
 def engine_args(args, parser) -> EngineArgs:
     """The parsed engine flags, checked now (a bad value is a usage error, before the model loads)."""
+    if args.model_tag is not None and args.model is not None:  # vLLM: the positional argument, not --model
+        parser.error(f"the model is given twice ({args.model_tag} and --model {args.model}): "
+                     "pass it once, as the positional argument")
     args.model = args.model_tag or args.model
     if args.model is None:
         parser.error("the following arguments are required: model")
@@ -144,8 +164,9 @@ def fail(message: str) -> int:
     return 1
 
 
-def main(argv=None) -> int:
-    """`python -m nanoserve.serve [serve] MODEL ...` and the `nanoserve` console script (serve, bench)."""
+def main(argv=None, serve_by_default: bool = False) -> int:
+    """The `nanoserve` console script and `python -m nanoserve` (serve, bench); `serve_by_default`: a first
+    argument that is no command starts `serve` (`python -m nanoserve.serve MODEL ...`)."""
     argv = list(sys.argv[1:] if argv is None else argv)
     if not argv or argv[0] in ("-h", "--help", "help"):
         print(USAGE, end="")
@@ -161,6 +182,10 @@ def main(argv=None) -> int:
         from nanobench.cli import main as bench_main  # `nanoserve bench ...` = `python -m nanobench ...`
 
         return bench_main(argv[1:])
+    elif not serve_by_default:
+        print(f"nanoserve: error: invalid command {argv[0]!r} (choose from 'serve', 'bench'; "
+              "nanoserve --help lists them)", file=sys.stderr)
+        return 2
     parser = serve_parser()
     args = parser.parse_args(argv)
     engine_flags = engine_args(args, parser)
@@ -221,4 +246,4 @@ def main(argv=None) -> int:
 
 
 if __name__ == "__main__" and globals().get("__file__", "").endswith("serve.py"):
-    sys.exit(main())
+    sys.exit(main(serve_by_default=True))

@@ -46,7 +46,7 @@ class ChatDeltas:
                 delta["content"] = said
         if self.tools is not None:
             said, calls = self.tools.deltas(delta.pop("content", ""), final=final)
-            if said or not (calls or delta):
+            if said:  # while the parser holds a call back, no `"content": ""` on every chunk
                 delta["content"] = said
             if calls:
                 delta["tool_calls"] = calls

@@ -52,13 +52,18 @@ def error_body(message: str, param: str | None = None, status: int = 400) -> dic
 UNION_TAG = re.compile(r"str|int|float|bool|dict|[\w-]+\[.*\]")  # how pydantic names a union's alternatives
 
 
-def validation_error(errors: list) -> RequestError:
-    """pydantic's first complaint as a 400 naming its top-level field (a whole-body check names it first)."""
+def validation_error(errors: list, model: type | None = None) -> RequestError:
+    """pydantic's first complaint as a 400 naming its top-level field (a whole-body check names it first);
+    `model`: the route's body model, whose first required field an empty body is missing."""
     first = errors[0]
     where = [str(p) for p in first["loc"] if p != "body" and not UNION_TAG.fullmatch(str(p))]
     message = first["msg"].removeprefix("Value error, ")
     if where:
         return RequestError(f"{'.'.join(where)}: {message}", where[0])
+    if first["type"] == "missing":  # no body at all
+        required = [name for name, f in (model.model_fields if model else {}).items() if f.is_required()]
+        needs = f" ({' and '.join(required)} {'is' if len(required) == 1 else 'are'} required)" if required else ""
+        return RequestError(f"the request body is empty: send a JSON object{needs}", (required or [None])[0])
     name = re.match(r"\w*", message).group()
     return RequestError(message, name if name in FIELD_NAMES else None)
 
@@ -163,7 +168,8 @@ SAMPLING_FIELDS = ("n", "temperature", "top_p", "top_k", "min_p", "seed", "stop"
 UNSUPPORTED = {"echo": False, "prompt_logprobs": None, "suffix": None, "functions": None, "function_call": None, "use_beam_search": False,
                "continue_final_message": False, "truncate_prompt_tokens": None, "priority": 0,
                "return_tokens_as_token_ids": False, "spaces_between_special_tokens": True, "documents": None,
-               "prompt_embeds": None, "lora_request": None, "cache_salt": None, "thinking_token_budget": None}
+               "prompt_embeds": None, "lora_request": None, "cache_salt": None, "thinking_token_budget": None,
+               "reasoning_effort": None, "vllm_xargs": None, "kv_transfer_params": None, "mm_processor_kwargs": None}
 
 
 KINDS = {"int": int, "float": float, "bool": bool}  # SamplingParams' rule kinds that are one JSON type
@@ -220,8 +226,8 @@ def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict 
     try:
         return SamplingParams(**kwargs)
     except (TypeError, ValueError) as e:
-        first_word = str(e).split(" ", 1)[0]
-        raise RequestError(str(e), first_word if first_word in kwargs else None) from None
+        name = re.match(r"\w*", str(e)).group()  # "logit_bias[5] must be ...": logit_bias
+        raise RequestError(str(e), name if name in kwargs else None) from None
 
 
 def generation_defaults_of(engine) -> dict:

@@ -122,11 +122,12 @@ class Tokenizing:
         self.tokenizer = tokenizer
         self._pool = ThreadPoolExecutor(threads, thread_name_prefix="nanoserve-tokenize", initializer=_lower_priority)
 
-    async def prompt(self, prompt):
+    async def prompt(self, prompt, add_special_tokens: bool = True):
         """A text prompt -> {"prompt", "prompt_token_ids"}; token-id prompts and empty texts pass through."""
         if self.tokenizer is None or not isinstance(prompt, str) or not prompt:
             return prompt
-        ids = await asyncio.get_running_loop().run_in_executor(self._pool, self.tokenizer.encode, prompt)
+        ids = await asyncio.get_running_loop().run_in_executor(
+            self._pool, lambda: self.tokenizer.encode(prompt, add_special_tokens=add_special_tokens))
         return {"prompt": prompt, "prompt_token_ids": ids}
 
     async def decode(self, ids: list) -> str:

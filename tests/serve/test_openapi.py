@@ -3,7 +3,7 @@ import httpx
 import pytest
 
 ROUTES = {"/health", "/metrics", "/version", "/v1/models", "/v1/models/{model_id}", "/v1/completions",
-          "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize"}
+          "/v1/chat/completions", "/v1/responses", "/tokenize", "/detokenize", "/ping"}
 
 
 @pytest.fixture(scope="module")

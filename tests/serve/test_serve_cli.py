@@ -59,3 +59,45 @@ def test_served_names_and_default_template_kwargs_reach_the_server(start_server,
     assert post(other, "/tokenize", chat)["tokens"] == post(server, "/tokenize", off)["tokens"]  # the server default
     assert post(other, "/tokenize", on)["tokens"] == post(server, "/tokenize", chat)["tokens"]  # the request's wins
     assert post(server, "/tokenize", off)["tokens"] != post(server, "/tokenize", chat)["tokens"]
+
+
+def refusal(argv, capsys) -> tuple:
+    """(exit status, stderr) of a command line refused at the door, argparse's way (SystemExit) or main's."""
+    try:
+        code = main(argv)
+    except SystemExit as stop:
+        code = stop.code
+    return code, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags,says", [
+    (["--ssl-keyfile", "/no/such/key.pem", "--ssl-certfile", "/no/such/cert.pem"], "ssl_keyfile '/no/such/key.pem'"),
+    (["--ssl-certfile", "/no/such/cert.pem"], "ssl_certfile '/no/such/cert.pem'"),
+    (["--ssl-keyfile", __file__], "--ssl-keyfile needs --ssl-certfile")])
+def test_tls_files_are_checked_before_the_model_loads(flags, says, capsys):
+    code, err = refusal(["serve", "/no/such/model", *flags], capsys)  # the model's error would come later
+    assert code == 2 and err.count("\n") == 1 and err.startswith("nanoserve serve: error: ") and says in err, err
+
+
+def test_readable_tls_files_pass_the_door(tmp_path, capsys):
+    key, cert = tmp_path / "key.pem", tmp_path / "cert.pem"
+    key.write_text("k")
+    cert.write_text("c")
+    code, err = refusal(["serve", "/no/such/model", "--port", "0", "--ssl-keyfile", str(key), "--ssl-certfile",
+                         str(cert)], capsys)
+    assert code == 1 and "ssl" not in err and "/no/such/model" in err  # on to the model, which is not there
+
+
+def test_an_unknown_command_is_not_a_model(capsys):
+    code, err = refusal(["bogus"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "invalid command 'bogus'" in err
+    code, err = refusal(["/no/such/model", "--port", "0"], capsys)
+    assert code == 2 and "invalid command '/no/such/model'" in err
+    assert main(["/no/such/model", "--port", "0"], serve_by_default=True) == 1  # python -m nanoserve.serve MODEL
+    assert "nanoserve serve: error: " in capsys.readouterr().err
+
+
+def test_the_model_is_given_once(capsys):
+    code, err = refusal(["serve", "/no/such/model", "--model", "/no/such/other"], capsys)
+    assert code == 2 and err.count("\n") == 1 and "--model" in err and "positional" in err, err
+    assert engine_args(serve_parser().parse_args(["--model", "/models/qwen3"]), serve_parser()).model == "/models/qwen3"
