@@ -140,7 +140,7 @@ class LLM(LLMBase):
         convs = check_conversations(messages)
         if chat_template_content_format == "openai":  # each content as a list of text parts (vLLM's content formats)
             convs = [[{**m, "content": [{"type": "text", "text": m["content"]}]} for m in conv] for conv in convs]
-        prompts = [tokenizer.apply_chat_template(conv, tokenize=False, **kwargs) for conv in convs]
+        prompts = [_render_chat(tokenizer, conv, kwargs) for conv in convs]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm, lora_request=lora_request,
                              tokenization_kwargs=tokenization_kwargs)
 
@@ -244,6 +244,14 @@ def _chat_template_kwargs(**options) -> dict:
         kwargs["enable_thinking"] = o["enable_thinking"]
     del o["enable_thinking"], o["chat_template_content_format"]
     return {**kwargs, **o}
+
+
+def _render_chat(tokenizer, conv: list, kwargs: dict) -> str:
+    """One conversation through the chat template; a template that fails is a ValueError that says so."""
+    try:
+        return tokenizer.apply_chat_template(conv, tokenize=False, **kwargs)
+    except Exception as err:  # jinja2's UndefinedError or TemplateSyntaxError, a template's raise_exception, ...
+        raise ValueError(f"the chat template failed to render the conversation: {type(err).__name__}: {err}") from err
 
 
 def cleanup_dist_env_and_memory() -> None:

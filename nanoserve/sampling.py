@@ -69,9 +69,9 @@ def _output_kind(name: str, kind):
 
 
 def _constraint(name: str, spec):
-    if not callable(getattr(spec, "compile", None)):
-        raise TypeError(f"{name} must be a constraint spec with a compile(tokenizer, vocab_size) method "
-                        f"(nanoserve.structured.StructuredOutputsParams), got {spec!r}")
+    if not all(callable(getattr(spec, method, None)) for method in ("compile", "check_params")):
+        raise TypeError(f"{name} must be a constraint spec with compile(tokenizer, vocab_size) and check_params(params)"
+                        f" methods (nanoserve.structured.StructuredOutputsParams), got {spec!r}")
     return spec
 
 
@@ -116,6 +116,8 @@ class SamplingParams:
             raise ValueError("stop strings need detokenize=True: they are found in the text")
         if self.n > 1 and self.greedy:  # vLLM's rule: n greedy completions would all be the same
             raise ValueError(f"n must be 1 when using greedy sampling, got {self.n}")
+        if self.structured_outputs is not None:  # the spec refuses the fields it cannot share a row with
+            self.structured_outputs.check_params(self)
 
     @property
     def greedy(self) -> bool:
@@ -142,6 +144,4 @@ class SamplingParams:
 # %% chapters/06_sampling.ipynb #c013
 def derive_seed(seed: int, index: int) -> int:
     """A distinct 63-bit seed per completion index; index 0 keeps the request's own seed."""
-    if index == 0:
-        return seed
-    return (seed + index * 0x9E3779B97F4A7C15) % (1 << 63)
+    return seed if index == 0 else (seed + index * 0x9E3779B97F4A7C15) % (1 << 63)

@@ -85,8 +85,8 @@ def build_engines(workdir: Path, tight_blocks: int):
     """(tight, roomy): the same tiny checkpoint; the tight one preempts, the roomy one never does."""
     ckpt = make_tiny_checkpoint(workdir / "soak-tiny", seed=3, with_tokenizer=True, vocab_size=512,
                                 tie_word_embeddings=False, max_position_embeddings=256)
-    common = dict(device="cpu", block_size=4, max_num_batched_tokens=48, seed=0)
-    tight = LLM(ckpt, num_kv_blocks=tight_blocks, max_num_seqs=16, **common)
+    common = dict(device="cpu", block_size=4, max_num_batched_tokens=48, max_num_seqs=16, seed=0)
+    tight = LLM(ckpt, num_kv_blocks=tight_blocks, **common)
     roomy = LLM(ckpt, num_kv_blocks=2048, enable_prefix_caching=False, **common)
     return tight, roomy
 

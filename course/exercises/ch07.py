@@ -60,7 +60,7 @@ def _tiny_core(executor_factory):
                                                    max_position_embeddings=64)
     path = _CHECKPOINT["path"]
     model_config = load_config(path)
-    config = EngineConfig(path, device="cpu", block_size=4, num_kv_blocks=16, max_num_batched_tokens=8,
+    config = EngineConfig(path, device="cpu", block_size=4, num_kv_blocks=16, max_num_batched_tokens=8, max_num_seqs=4,
                           skip_tokenizer_init=True).resolve(model_config)
     return EngineCore(config, model_config, executor_factory(ModelRunner(config, model_config)))
 

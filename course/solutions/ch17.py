@@ -36,8 +36,10 @@ EXPLANATIONS = {
              "stopped, so GrammarConstraint.advance ignores the extra tokens rather than marking the constraint "
              "broken, and the mask stays 'end-of-sequence only'. The output is 'red' followed by a run of '!' "
              "until min_tokens is met, and the first token allowed after that ends it (finish_reason 'stop'). "
-             "Two rules that together allow nothing are a request error in spirit: a server could refuse "
-             "min_tokens with a grammar that can end early, or let the grammar win."),
+             "Two rules that together allow nothing are a request error, which is why SamplingParams refuses "
+             "min_tokens beside a grammar (StructuredOutputsParams.check_params), as it refuses allowed_token_ids "
+             "and bad_words, whose masks can empty the grammar's the same way. A grammar that needs a minimum "
+             "length says so itself, e.g. a regex with {30,}."),
     "17.5": (
         "Keep a float table counts[max_num_seqs, V] on the device and give each sequence a row when it\n"
         "is admitted (zeroed). After each step, one `counts.index_put_((rows, tokens), ones,\n"

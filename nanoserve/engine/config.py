@@ -202,6 +202,9 @@ def _resolve_lengths(config, model_config, backend: str, backend_cls: type) -> t
         elif batched < max_model_len:
             raise ValueError(f"enable_chunked_prefill=False needs max_num_batched_tokens ({batched}) >= "
                              f"max_model_len ({max_model_len}): a whole prompt must fit in one step")
+    if batched < config.max_num_seqs:  # vLLM's rule and words: a full step has a token of each sequence
+        raise ValueError(f"max_num_batched_tokens ({batched}) must be greater than or equal to "
+                         f"max_num_seqs ({config.max_num_seqs}).")
     return block_size, max_model_len, batched
 
 

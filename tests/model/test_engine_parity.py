@@ -106,7 +106,7 @@ def test_greedy_batch_equals_transformers(checkpoint, reference, prefix):
 def test_chunked_prefill_and_preemption_change_nothing(checkpoint, reference):
     prompts = prompts_of(PROMPT_LENS)
     want = [reference(p, m) for p, m in zip(prompts, MAX_TOKENS)]
-    chunked = make_llm(checkpoint, max_num_batched_tokens=6, enable_prefix_caching=False)
+    chunked = make_llm(checkpoint, max_num_batched_tokens=6, max_num_seqs=5, enable_prefix_caching=False)
     assert generate(chunked, prompts, MAX_TOKENS) == want
     # 8 blocks hold 32 tokens; the longest request needs 21 + 7 - 1 = 27, all together need ~100
     tight = make_llm(checkpoint, num_kv_blocks=8, enable_prefix_caching=False)
@@ -114,7 +114,8 @@ def test_chunked_prefill_and_preemption_change_nothing(checkpoint, reference):
     assert generate(tight, prompts, MAX_TOKENS) == want
     assert preempted, "the cache was meant to be too small for the whole batch"
     assert_no_leaks(tight)
-    both = make_llm(checkpoint, num_kv_blocks=8, max_num_batched_tokens=5, enable_prefix_caching=True)
+    both = make_llm(checkpoint, num_kv_blocks=8, max_num_batched_tokens=5, max_num_seqs=5,
+                    enable_prefix_caching=True)
     assert generate(both, prompts, MAX_TOKENS) == want
     assert_no_leaks(both)
 

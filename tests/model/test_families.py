@@ -67,7 +67,7 @@ def test_chunked_prefill_and_preemption_change_nothing(case):
     path, hf = case
     prompts = prompts_of(PROMPT_LENS)
     want = [hf_greedy(hf, p, m) for p, m in zip(prompts, MAX_TOKENS)]
-    tight = make_llm(path, num_kv_blocks=8, max_num_batched_tokens=5, enable_prefix_caching=True)
+    tight = make_llm(path, num_kv_blocks=8, max_num_batched_tokens=5, max_num_seqs=5, enable_prefix_caching=True)
     preempted = count_preemptions(tight)
     assert generate(tight, prompts, MAX_TOKENS) == want
     assert preempted, "the cache was meant to be too small for the whole batch"

@@ -56,7 +56,7 @@ def reference(gguf_path):
 def llm(gguf_path):
     """One engine under pressure: 8-token prefill chunks, 4-token blocks, too few blocks for the whole batch."""
     engine = LLM(str(gguf_path), dtype="float32", device="cpu", max_model_len=128, block_size=BLOCK,
-                 num_kv_blocks=16, max_num_batched_tokens=8, enable_prefix_caching=True)
+                 num_kv_blocks=16, max_num_batched_tokens=8, max_num_seqs=8, enable_prefix_caching=True)
     yield engine
     engine.shutdown()
 

@@ -52,8 +52,8 @@ def generate(llm, prompts):
 @pytest.mark.parametrize("overlap", [False, True], ids=["sync", "async"])
 @pytest.mark.parametrize("engine_args", [
     dict(),
-    dict(max_num_batched_tokens=40),  # chunked prefill: pieces of later chunks attend a cached context
-    dict(num_kv_blocks=100, max_num_batched_tokens=64),  # preemption: recomputed prompts come back as pieces
+    dict(max_num_batched_tokens=40, max_num_seqs=8),  # chunked prefill: pieces of later chunks attend a cached context
+    dict(num_kv_blocks=100, max_num_batched_tokens=64, max_num_seqs=8),  # preemption: recomputed prompts come back as pieces
 ], ids=["batch", "chunked", "preempted"])
 def test_greedy_through_the_layout_equals_transformers(checkpoint, want, overlap, engine_args):
     prompts, expected = want

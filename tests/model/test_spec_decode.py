@@ -13,7 +13,7 @@ from nanoserve.kv.prefix import PrefixCachingBlockManager
 from nanoserve.model.tiny import make_tiny_checkpoint
 
 SPEC = {"method": "ngram", "num_speculative_tokens": 4, "prompt_lookup_max": 3, "prompt_lookup_min": 1}
-TIGHT = dict(device="cpu", skip_tokenizer_init=True, block_size=16, num_kv_blocks=20, max_num_batched_tokens=48, max_model_len=256, seed=0)
+TIGHT = dict(device="cpu", skip_tokenizer_init=True, block_size=16, num_kv_blocks=20, max_num_batched_tokens=48, max_num_seqs=8, max_model_len=256, seed=0)
 PROMPTS = [[5, 6, 7, 8, 9, 5, 6, 7, 8, 9, 5, 6], [11, 12, 13, 11, 12, 13, 11], list(range(20, 80)) + list(range(20, 30)),
            list(range(100, 140)), [7] * 30, list(range(20, 80)) + [1, 2, 3]]  # the last shares 60 tokens with the third
 
@@ -149,7 +149,7 @@ def test_overlapped_core_takes_turns_on_real_text_and_equals_the_plain_engine():
         pytest.skip("SmolLM2-135M-Instruct is not in the cache (run `python -m course.real_model`)")
     prompts = ["Repeat exactly: the quick brown fox jumps over the lazy dog near the river bank.",
                "The capital of France is", "def fibonacci(n):", "Write a short poem about the sea."]
-    tight = dict(device="cpu", block_size=4, num_kv_blocks=24, max_num_batched_tokens=16, max_model_len=256, seed=0)
+    tight = dict(device="cpu", block_size=4, num_kv_blocks=24, max_num_batched_tokens=16, max_num_seqs=4, max_model_len=256, seed=0)
     greedy = SamplingParams(temperature=0, max_tokens=32)
     want = LLM(str(path), **tight).generate(prompts, greedy, use_tqdm=False)
     llm = LLM(str(path), **tight, speculative_config=dict(SPEC, num_speculative_tokens=8, prompt_lookup_min=2),

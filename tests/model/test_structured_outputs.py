@@ -110,6 +110,32 @@ def test_bad_grammars_are_refused_at_the_door_and_the_engine_goes_on(llm):
     assert out.outputs[0].text == "ok"
 
 
+@pytest.mark.parametrize("clash", [dict(allowed_token_ids=[5]), dict(bad_words=["7"]), dict(min_tokens=3)],
+                         ids=["allowed_token_ids", "bad_words", "min_tokens"])
+def test_rules_whose_masks_fight_the_grammar_are_refused_when_made(llm, clash):
+    # each of these used to break the grammar: allowed_token_ids=[5] gave '!&&&&', min_tokens gave 'red!!!...'
+    (name,) = clash
+    for spec in (StructuredOutputsParams(regex="[0-9]+"), StructuredOutputsParams(choice=["red", "blue"]),
+                 StructuredOutputsParams(json_object=True)):
+        with pytest.raises(ValueError, match=rf"^{name} cannot be combined with structured_outputs"):
+            SamplingParams(max_tokens=5, structured_outputs=spec, **clash)
+    # each alone is served, and a grammar with the fields at their neutral values too
+    SamplingParams(max_tokens=5, **clash)
+    out = llm.generate(PROMPT, SamplingParams(max_tokens=5, temperature=0, min_tokens=0, bad_words=[],
+                                              structured_outputs=StructuredOutputsParams(choice=["red", "blue"])),
+                       use_tqdm=False)[0].outputs[0]
+    assert out.text in ("red", "blue") and out.finish_reason == "stop"
+
+
+def test_a_spec_must_check_the_params_it_rides_on():
+    class CompileOnly:
+        def compile(self, tokenizer, vocab_size):
+            return None
+
+    with pytest.raises(TypeError, match="check_params"):
+        SamplingParams(structured_outputs=CompileOnly())
+
+
 def test_without_a_tokenizer_the_request_is_refused(checkpoint):
     llm = LLM(checkpoint, skip_tokenizer_init=True, num_kv_blocks=32, block_size=4)
     with pytest.raises(ValueError, match="tokenizer"):

@@ -86,7 +86,7 @@ def test_num_cached_tokens_counts_prefix_hits(checkpoint):
 @pytest.mark.parametrize("budget", [64, 5], ids=["one-chunk", "chunked"])
 def test_prompt_logprobs_match_transformers(checkpoint, hf, overlap, budget):
     k = 3
-    llm = make_llm(checkpoint, overlap, max_num_batched_tokens=budget)
+    llm = make_llm(checkpoint, overlap, max_num_batched_tokens=budget, max_num_seqs=4)
     params = SamplingParams(temperature=1.0, seed=0, max_tokens=2, prompt_logprobs=k, n=2)  # greedy takes n=1
     llm.generate({"prompt_token_ids": PROMPT}, SamplingParams(max_tokens=1), use_tqdm=False)  # warm the prefix cache
     out = llm.generate({"prompt_token_ids": PROMPT}, params, use_tqdm=False)[0]

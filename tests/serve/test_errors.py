@@ -41,6 +41,30 @@ def test_bad_request_is_a_400_naming_the_field(server, route, body, param):
     assert error["param"] == param and error["message"]
 
 
+# a grammar beside a rule whose mask can leave it no token: SamplingParams refuses the pair, naming both fields
+GRAMMAR_CLASHES = [
+    ("/v1/completions", {**COMPLETION, "allowed_token_ids": [5], "structured_outputs": {"regex": "[0-9]+"}},
+     "allowed_token_ids"),
+    ("/v1/chat/completions", {**CHAT, "allowed_token_ids": [5], "structured_outputs": {"choice": ["yes", "no"]}},
+     "allowed_token_ids"),
+    ("/v1/chat/completions", {**CHAT, "bad_words": ["yes"], "structured_outputs": {"choice": ["yes", "no"]}},
+     "bad_words"),
+    ("/v1/chat/completions", {**CHAT, "allowed_token_ids": [5], "response_format": {"type": "json_object"}},
+     "allowed_token_ids"),
+    ("/v1/completions", {**COMPLETION, "min_tokens": 3, "guided_choice": ["yes", "no"]}, "min_tokens"),
+]
+
+
+@pytest.mark.parametrize("route,body,param", GRAMMAR_CLASHES, ids=[f"{c[2]}-{i}" for i, c in enumerate(GRAMMAR_CLASHES)])
+def test_a_grammar_beside_a_rule_that_can_break_it_is_a_400_naming_the_field(server, route, body, param):
+    pytest.importorskip("llguidance")
+    r = httpx.post(server + route, json=body, timeout=30, trust_env=False)
+    assert r.status_code == 400, r.text
+    error = r.json()["error"]
+    assert error["param"] == param
+    assert error["message"].startswith(f"{param} cannot be combined with structured_outputs"), error["message"]
+
+
 def test_body_that_is_not_json_is_a_400(server):
     r = httpx.post(server + "/v1/completions", content=b"{not json", timeout=30, trust_env=False,
                    headers={"content-type": "application/json"})

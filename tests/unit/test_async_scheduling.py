@@ -130,11 +130,11 @@ PROMPTS = [[1, 2, 3, 4, 5], [6, 7, 8], [9, 10, 11, 12, 13, 14, 15], [16, 17]]
 
 def test_one_step_ahead_gives_the_synchronous_tokens(checkpoint):
     want = {}
-    sync = engine(checkpoint, overlap=False, max_num_batched_tokens=8)
+    sync = engine(checkpoint, overlap=False, max_num_batched_tokens=8, max_num_seqs=4)
     for i, (p, sp) in enumerate(zip(PROMPTS, PARAMS)):
         sync.add_request(str(i), p, sp)
     drain(sync, want)
-    e = engine(checkpoint, max_num_batched_tokens=8)
+    e = engine(checkpoint, max_num_batched_tokens=8, max_num_seqs=4)
     for i, (p, sp) in enumerate(zip(PROMPTS, PARAMS)):
         e.add_request(str(i), p, sp)
     assert drain(e, {}) == want

@@ -117,3 +117,18 @@ def test_chat_options_reach_the_template(chat_llm):
 def test_bad_chat_options_are_refused(chat_llm, kwargs, error, word):
     with pytest.raises(error, match=word):
         chat_llm.chat([{"role": "user", "content": "x"}], use_tqdm=False, **kwargs)
+
+
+@pytest.mark.parametrize("template, cause", [
+    ("{{ undefined_fn() }}", "UndefinedError"),  # a name the template does not have
+    ("{{ raise_exception('no system turns here') }}", "TemplateError"),  # the template's own refusal
+    ("{% for m in messages %}", "TemplateSyntaxError"),  # never closed
+])
+def test_a_failing_chat_template_is_a_value_error_and_the_engine_goes_on(chat_llm, template, cause):
+    msgs = [{"role": "user", "content": "hi"}]
+    with pytest.raises(ValueError, match=f"chat template.*{cause}") as err:
+        chat_llm.chat(msgs, SamplingParams(max_tokens=3), chat_template=template, use_tqdm=False)
+    assert err.value.__cause__ is not None  # jinja's own error stays attached for debugging
+    assert not chat_llm.engine.has_unfinished_requests()
+    out = chat_llm.chat(msgs, SamplingParams(temperature=0, max_tokens=3), use_tqdm=False)[0].outputs[0]
+    assert len(out.token_ids) == 3

@@ -89,6 +89,20 @@ def test_config_checked_against_the_model(checkpoint):
             LLM(checkpoint, skip_tokenizer_init=True, device="cuda")
 
 
+def test_a_step_budget_below_max_num_seqs_is_refused_as_vllm_refuses_it(checkpoint):
+    with pytest.raises(ValueError, match=r"^max_num_batched_tokens \(1\) must be greater than or equal to "
+                                         r"max_num_seqs \(256\)\.$"):
+        LLM(checkpoint, skip_tokenizer_init=True, device="cpu", max_num_batched_tokens=1)
+    with pytest.raises(ValueError, match=r"max_num_batched_tokens \(7\) .* max_num_seqs \(8\)"):
+        LLM(checkpoint, skip_tokenizer_init=True, device="cpu", max_num_batched_tokens=7, max_num_seqs=8)
+    # equal is enough, and the default budget follows a large max_num_seqs
+    llm = LLM(checkpoint, skip_tokenizer_init=True, device="cpu", num_kv_blocks=8, block_size=4,
+              max_num_batched_tokens=8, max_num_seqs=8)
+    assert llm.config.max_num_batched_tokens == 8
+    cfg = EngineConfig(checkpoint, device="cpu", max_num_seqs=10_000).resolve(llm.engine.model_config)
+    assert cfg.max_num_batched_tokens == 10_000
+
+
 def test_missing_model_path(tmp_path):
     with pytest.raises(ValueError, match="cannot find model|config.json"):
         LLM(str(tmp_path / "nope"), skip_tokenizer_init=True)
