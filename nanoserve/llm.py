@@ -140,7 +140,9 @@ class LLM(LLMBase):
         convs = check_conversations(messages)
         if chat_template_content_format == "openai":  # each content as a list of text parts (vLLM's content formats)
             convs = [[{**m, "content": [{"type": "text", "text": m["content"]}]} for m in conv] for conv in convs]
-        prompts = [_render_chat(tokenizer, conv, kwargs) for conv in convs]
+        texts = [_render_chat(tokenizer, conv, kwargs) for conv in convs]
+        # the template writes the special tokens (a BOS) itself: encoding must not add them again (vLLM's default)
+        prompts = [{"prompt": t, "prompt_token_ids": tokenizer.encode(t, add_special_tokens=False)} for t in texts]
         return self.generate(prompts, sampling_params, use_tqdm=use_tqdm, lora_request=lora_request,
                              tokenization_kwargs=tokenization_kwargs)
 

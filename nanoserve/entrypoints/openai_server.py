@@ -114,6 +114,8 @@ async def stream_events(req: GenerateRequest, group, head: dict, reasoning_parse
                 i = _choice_index(group, out, c, req.params.n)
                 if chat:
                     choice = shapers[i].choice(c, i)
+                    if not (choice["delta"] or choice["finish_reason"] or choice["logprobs"]):
+                        continue  # everything held back (a tool call being parsed): vLLM sends no chunk
                 else:
                     choice = req.completion_choice(c, i, offset=offsets.get(i, 0))
                     offsets[i] = offsets.get(i, 0) + len(c.text)
@@ -230,7 +232,8 @@ def build_app(engine: AsyncEngine, args, model_path: str = "") -> FastAPI:
         known_model(req.body.model)
         check_tool_choice(req, auto_parser)
         check_request(req, limits, engine.engine)
-        req.prompts = [await render(req)]
+        # the template writes its special tokens itself; add_special_tokens (vLLM's, off by default) adds more
+        req.prompts = [await engine.tokenizing.prompt(await render(req), req.body.add_special_tokens)]
         return await generate(req, raw)
 
     @app.post("/v1/chat/completions", response_model=Answer, dependencies=[Depends(authorize)])

@@ -310,6 +310,7 @@ class ChatCompletionRequest(GenerationBody):
     chat_template_kwargs: TemplateKwargs | None = None
     add_generation_prompt: bool = True
     include_reasoning: bool = True  # False: no reasoning field in the answer
+    add_special_tokens: bool = False  # vLLM's: the tokenizer's special tokens on top of the template's
 
     @field_validator("messages")
     @classmethod

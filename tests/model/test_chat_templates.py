@@ -73,3 +73,26 @@ def test_other_families_without_a_template_get_no_qwen_template(tokenizer_files,
     path = checkpoint_with(tokenizer_files, tmp_path / "l", None)
     with pytest.raises(ValueError, match="chat_template"):
         chat_prompt(path)
+
+
+def test_a_template_that_writes_the_bos_gets_one_bos(tokenizer_files, tmp_path):
+    """A tokenizer that adds a BOS when encoding, and a template that writes one too: the chat prompt holds one BOS,
+    as transformers' apply_chat_template(tokenize=True) and vLLM give it."""
+    from transformers import PreTrainedTokenizerFast
+
+    path = checkpoint_with(tokenizer_files, tmp_path / "bos", "config")
+    bos, bos_id = "<|endoftext|>", 151643
+    tok = json.loads((path / "tokenizer.json").read_text())
+    tok["post_processor"] = {"type": "TemplateProcessing", "single": [{"SpecialToken": {"id": bos, "type_id": 0}},
+                                                                      {"Sequence": {"id": "A", "type_id": 0}}],
+                             "pair": [{"Sequence": {"id": "A", "type_id": 0}}, {"Sequence": {"id": "B", "type_id": 0}}],
+                             "special_tokens": {bos: {"id": bos, "ids": [bos_id], "tokens": [bos]}}}
+    (path / "tokenizer.json").write_text(json.dumps(tok))
+    config = json.loads((path / "tokenizer_config.json").read_text())
+    (path / "tokenizer_config.json").write_text(json.dumps({**config, "bos_token": bos}))
+    reference = PreTrainedTokenizerFast.from_pretrained(str(path))
+    assert reference.encode("Hi")[0] == bos_id  # this tokenizer does add a BOS
+    expected = reference.apply_chat_template(CHAT, add_generation_prompt=True, tokenize=True, return_dict=False)
+    llm = LLM(path, num_kv_blocks=32, block_size=8)
+    ids = llm.chat(CHAT, SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)[0].prompt_token_ids
+    assert ids == list(expected) and ids[:2] == [bos_id, ids[1]] and ids[1] != bos_id

@@ -206,7 +206,7 @@ def test_ping_answers_as_health(http):
         assert (r.status_code, r.text) == (health.status_code, health.text) == (200, "")
 
 
-# 9. a streamed tool call: no empty content while the call is held back
+# 9. a streamed tool call: no chunk at all while the call is held back
 
 @needs_structured
 def test_streamed_required_tool_call_sends_no_empty_content(http):
@@ -217,6 +217,9 @@ def test_streamed_required_tool_call_sends_no_empty_content(http):
     deltas = [c["choices"][0]["delta"] for c in chunks if c["choices"]]
     assert deltas[0] == {"role": "assistant", "content": ""}  # vLLM's first chunk
     assert not any("content" in d for d in deltas[1:]), deltas
+    held = [c for c in chunks[1:] if c["choices"] and not c["choices"][0]["delta"]
+            and c["choices"][0]["finish_reason"] is None]
+    assert not held, f"{len(held)} chunks carried nothing while the call was held back (vLLM sends none)"
     calls = [call for d in deltas for call in d.get("tool_calls", [])]
     assert len(calls) == 1 and calls[0]["function"]["name"] == "get_weather"
     assert chunks[-1]["choices"][0]["finish_reason"] == "tool_calls"
