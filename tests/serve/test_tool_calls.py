@@ -4,6 +4,7 @@ import json
 import pytest
 
 from conftest import MODEL_NAME
+from serve_marks import needs_structured
 from nanoserve.entrypoints.tool_parsers import (HermesToolCalls, Llama3JsonToolCalls, NamedToolCall,
                                                 RequiredToolCalls, tool_call_stream)
 
@@ -19,16 +20,6 @@ QWEN_ANSWER = ('I will look it up.\n<tool_call>\n{"name": "get_weather", "argume
                '</tool_call>\n<tool_call>\n{"name": "get_time", "arguments": {"zone": "CET"}}\n</tool_call>')
 
 
-def has_structured_outputs() -> bool:
-    try:
-        from nanoserve.structured import StructuredOutputsParams  # noqa: F401
-        import llguidance  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_structured = pytest.mark.skipif(not has_structured_outputs(), reason="the engine has no structured decoding")
 
 
 def valid_weather_args(arguments: str) -> bool:

@@ -3,6 +3,7 @@ import json
 import logging
 
 import pytest
+from serve_marks import needs_structured
 
 NAME = "tiny-qwen3"
 ASK = [{"role": "user", "content": "What is the weather in Paris?"}]
@@ -14,17 +15,6 @@ COMPLETION = {"model": NAME, "prompt": "Hello", "max_tokens": 2}
 VERDICT = {"type": "string", "enum": ["yes", "no"]}  # a random model pads an object with whitespace to max_tokens
 
 
-def has_structured_outputs() -> bool:
-    try:
-        import llguidance  # noqa: F401
-
-        from nanoserve.structured import StructuredOutputsParams  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-needs_structured = pytest.mark.skipif(not has_structured_outputs(), reason="the engine has no structured decoding")
 
 
 @pytest.fixture(scope="module")
