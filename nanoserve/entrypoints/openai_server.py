@@ -240,5 +240,5 @@ def build_app(engine: AsyncEngine, args, model_path: str = "") -> FastAPI:
     async def chat_completions(raw: Request, req: GenerateRequest = Depends(parse_chat_request)):
         return await chat(req, raw)
 
-    add_vllm_routes(app, engine, authorize, chat, render)
+    add_vllm_routes(app, engine, authorize, chat, render, known_model, note_unknown)
     return app

@@ -128,15 +128,9 @@ class DetokenizeRequest(Body):
     tokens: list[int]
 
 
-def add_vllm_routes(app, engine, authorize, chat, render) -> None:
-    """/version, /ping, /tokenize, /detokenize and OpenAI's /v1/responses over chapter 16's `chat` and `render`."""
-    note_unknown = unknown_field_logger()  # for the bodies of these routes (chat logs its own)
-
-    def known_model(name: str | None) -> None:
-        """Chapter 16's check: the served names, else the one name build_app gave the metrics (the model path)."""
-        if name is not None and name not in (app.state.limits.served_model_name or [engine.metrics.model_name]):
-            raise RequestError(f"The model `{name}` does not exist.", "model", status=404)
-
+def add_vllm_routes(app, engine, authorize, chat, render, known_model, note_unknown) -> None:
+    """/version, /ping, /tokenize, /detokenize and OpenAI's /v1/responses over chapter 16's `chat` and `render`,
+    with its model check and its unknown-field log."""
     health = next(r.endpoint for r in app.routes if getattr(r, "path", None) == "/health")
 
     async def ping():
