@@ -35,7 +35,7 @@ class AttentionBackend(Protocol):
     block_size_multiple: int  # block sizes this backend accepts are multiples of this
 
     def forward(self, q: Tensor, k: Tensor, v: Tensor, layer_idx: int, batch: AttentionBatch) -> Tensor:
-        """q [T, Hq, D], k/v [T, Hkv, D] -> attention output [T, Hq, D]."""
+        """q [T, Hq, D], k/v [T, Hkv, D] (None: already in the cache) -> attention output [T, Hq, D]."""
         ...
 
 

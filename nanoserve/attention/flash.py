@@ -41,7 +41,7 @@ def _rows_contiguous(x):
 
 def store_kv_triton(k, v, k_cache, v_cache, slot_mapping):
     """Write new k/v [T, Hkv, D] into the paged caches at `slot_mapping` (-1 = skip); torch fallback off-GPU."""
-    if not (k.is_cuda and k_cache.is_cuda):
+    if k is None or not (k.is_cuda and k_cache.is_cuda):  # None: already written (store_kv returns)
         return store_kv(k, v, k_cache, v_cache, slot_mapping)
     try:
         kernel, next_pow2 = _triton_store_kernel()

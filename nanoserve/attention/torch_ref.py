@@ -11,11 +11,12 @@ from nanoserve.attention.batch import AttentionBatch
 
 
 def store_kv(k: Tensor, v: Tensor, k_cache: Tensor, v_cache: Tensor, slot_mapping: Tensor) -> None:
-    """Write row i of k/v into cache slot slot_mapping[i]; slots equal to -1 are skipped."""
+    """Write row i of k/v into cache slot slot_mapping[i]; slots equal to -1 are skipped; k None: already written."""
+    if k is None:  # chapter 10's rotary launch wrote this step's k/v on its way
+        return
     valid = slot_mapping >= 0
-    slots = slot_mapping[valid]
-    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slots, k[valid].to(k_cache.dtype))
-    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slots, v[valid].to(v_cache.dtype))
+    k_cache.view(-1, *k_cache.shape[2:]).index_copy_(0, slot_mapping[valid], k[valid].to(k_cache.dtype))
+    v_cache.view(-1, *v_cache.shape[2:]).index_copy_(0, slot_mapping[valid], v[valid].to(v_cache.dtype))
 
 
 def _repeat_kv(x: Tensor, n_rep: int) -> Tensor:

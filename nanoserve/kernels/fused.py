@@ -126,17 +126,27 @@ def _rotary_kernel():
     @triton.jit
     def rotary_kernel(q_ptr, k_ptr, q_out_ptr, k_out_ptr, cos_ptr, sin_ptr, pos_ptr, q_gain_ptr, k_gain_ptr, eps,
                       q_stride_t, q_stride_h, k_stride_t, k_stride_h, n_q_heads, n_k_heads,
-                      HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, NORM: tl.constexpr):
+                      v_ptr, v_out_ptr, slot_ptr, v_stride_t, v_stride_h,
+                      HALF: tl.constexpr, BLOCK_H: tl.constexpr, BLOCK_D: tl.constexpr, NORM: tl.constexpr,
+                      STORE: tl.constexpr):
         token = tl.program_id(0)
         pos = tl.load(pos_ptr + token)
         h = tl.arange(0, BLOCK_H)[:, None]  # heads 0..Hq-1 are the queries, the next Hkv the keys
         d = tl.arange(0, BLOCK_D)[None, :]
         is_q = h < n_q_heads
+        row = tl.load(slot_ptr + token) if STORE else token  # the key's row: its cache slot, or its token
         src = tl.where(is_q, q_ptr + token * q_stride_t + h * q_stride_h,
                        k_ptr + token * k_stride_t + (h - n_q_heads) * k_stride_h) + d
         dst = tl.where(is_q, q_out_ptr + (token * n_q_heads + h) * 2 * HALF,
-                       k_out_ptr + (token * n_k_heads + h - n_q_heads) * 2 * HALF) + d
+                       k_out_ptr + (row * n_k_heads + h - n_q_heads) * 2 * HALF) + d
         mask = (h < n_q_heads + n_k_heads) & (d < HALF)
+        if STORE:  # v's heads ride on the key rows of the tile; slot -1 (a padding lane) writes nowhere
+            kv_row = mask & ~is_q & (row >= 0)
+            v_src = v_ptr + token * v_stride_t + (h - n_q_heads) * v_stride_h + d
+            v_dst = v_out_ptr + (row * n_k_heads + h - n_q_heads) * 2 * HALF + d
+            tl.store(v_dst, tl.load(v_src, mask=kv_row), mask=kv_row)
+            tl.store(v_dst + HALF, tl.load(v_src + HALF, mask=kv_row), mask=kv_row)
+            mask = mask & (is_q | (row >= 0))
         x1 = tl.load(src, mask=mask, other=0.0)
         x2 = tl.load(src + HALF, mask=mask, other=0.0)
         dt = x1.dtype
@@ -158,10 +168,22 @@ def _rotary_kernel():
     return rotary_kernel
 
 
+def _check_cache(k: torch.Tensor, cache: tuple) -> None:
+    """Refuse a (v, k_cache, v_cache, slot_mapping) that does not fit k [T, Hkv, D] and chapter 03's cache layout."""
+    v, k_cache, v_cache, slots = cache
+    if v.shape != k.shape or k_cache.shape != v_cache.shape or k_cache.shape[-2:] != k.shape[1:] or \
+            slots.shape != k.shape[:1] or not (k_cache.is_contiguous() and v_cache.is_contiguous()):
+        raise ValueError(f"k {tuple(k.shape)} / v {tuple(v.shape)} / slots {tuple(slots.shape)} do not fit the "
+                         f"contiguous caches {tuple(k_cache.shape)} and {tuple(v_cache.shape)}")
+    if {v.dtype, k_cache.dtype, v_cache.dtype} != {k.dtype}:
+        raise TypeError(f"k, v and the caches must share a dtype, got {k.dtype}, {v.dtype} and {k_cache.dtype}")
+
+
 def rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos: torch.Tensor, sin: torch.Tensor,
-           norms: tuple | None = None):
+           norms: tuple | None = None, cache: tuple | None = None):
     """Neox rotary of q [T, Hq, D] and k [T, Hkv, D] in one launch (new tensors); cos/sin tables [max_pos, D].
-    With norms = (q_gain, k_gain, eps), each head is RMS-normalized first, in the same launch."""
+    With norms = (q_gain, k_gain, eps), each head is RMS-normalized first; with cache = (v, k_cache, v_cache,
+    slot_mapping), the rotated k and v go to their cache slots (-1: nowhere) and k comes back as None."""
     if q.dim() != 3 or k.dim() != 3 or q.shape[0] != k.shape[0] or len({q.shape[2], k.shape[2], cos.shape[1]}) != 1:
         raise ValueError(f"need q [T, Hq, D] and k [T, Hkv, D] with D = {cos.shape[1]}; "
                          f"got {tuple(q.shape)} and {tuple(k.shape)}")
@@ -170,17 +192,21 @@ def rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos: torch
     q_gain, k_gain, eps = norms if norms is not None else (q, k, 0.0)  # without norms the gains are never read
     if norms is not None and {tuple(q_gain.shape), tuple(k_gain.shape)} != {(q.shape[2],)}:
         raise ValueError(f"q and k gains must be [{q.shape[2]}], got {tuple(q_gain.shape)} and {tuple(k_gain.shape)}")
+    if cache is not None:
+        _check_cache(k, cache)
     q = q if q.stride(-1) == 1 else q.contiguous()
     k = k if k.stride(-1) == 1 else k.contiguous()
     q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    k_out = torch.empty(k.shape, dtype=k.dtype, device=k.device)
+    v, k_out, v_out, slots = cache if cache is not None else (k, torch.empty(k.shape, dtype=k.dtype, device=k.device), k, positions)
+    v = v if v.stride(-1) == 1 else v.contiguous()
     half = q.shape[2] // 2
     if q.shape[0]:
         _rotary_kernel()[(q.shape[0],)](
             q, k, q_out, k_out, cos, sin, positions, q_gain, k_gain, eps, q.stride(0), q.stride(1), k.stride(0),
-            k.stride(1), q.shape[1], k.shape[1], HALF=half, BLOCK_H=_next_pow2(q.shape[1] + k.shape[1]),
-            BLOCK_D=_next_pow2(half), NORM=norms is not None)
-    return q_out, k_out
+            k.stride(1), q.shape[1], k.shape[1], v, v_out, slots, v.stride(0), v.stride(1), HALF=half,
+            BLOCK_H=_next_pow2(q.shape[1] + k.shape[1]), BLOCK_D=_next_pow2(half), NORM=norms is not None,
+            STORE=cache is not None)
+    return q_out, (None if cache is not None else k_out)
 
 
 # %% chapters/10_kernel_fusion.ipynb #c017
@@ -244,14 +270,27 @@ class FusedSiluAndMul(SiluAndMul):
 
 
 class FusedQwen3Attention(Qwen3Attention):
-    """Attention whose q/k RMSNorms and rotary run as one Triton launch on CUDA (with Qwen3's q/k norm)."""
+    """Attention whose q/k RMSNorms, rotary and KV store run as one Triton launch on CUDA."""
+
+    def norms(self) -> tuple | None:
+        """(q gain, k gain, eps) for `rotary`, or None for a family without q/k norm."""
+        if not isinstance(self.q_norm, RMSNorm):
+            return None
+        return self.q_norm.weight, self.k_norm.weight, self.q_norm.eps  # one config eps for both norms
 
     def norm_and_rotate(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """Chapter 01's step in one `rotary` launch with the two norm gains; the parent's modules otherwise."""
-        if not q.is_cuda or not isinstance(self.q_norm, RMSNorm):  # a CPU, or a family without q/k norm
+        if not q.is_cuda or self.norms() is None:  # a CPU, or a family without q/k norm (its rotary is fused)
             return super().norm_and_rotate(positions, q, k)
-        norms = (self.q_norm.weight, self.k_norm.weight, self.q_norm.eps)  # one config eps for both norms
-        return rotary(positions, q, k, self.rotary.cos, self.rotary.sin, norms)
+        return rotary(positions, q, k, self.rotary.cos, self.rotary.sin, self.norms())
+
+    def attend(self, positions, q, k, v, batch=None):
+        """With a paged batch on CUDA, the same launch writes k/v to the cache, and the backend is told so."""
+        if batch is None or not q.is_cuda:
+            return super().attend(positions, q, k, v, batch)
+        cache = (v, *batch.kv_caches[self.layer_idx], batch.slot_mapping)
+        q, _ = rotary(positions, q, k, self.rotary.cos, self.rotary.sin, self.norms(), cache)
+        return batch.backend.forward(q, None, None, self.layer_idx, batch)  # k/v None: already in the cache
 
 
 def fuse_model(model: torch.nn.Module) -> int:

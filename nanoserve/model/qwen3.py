@@ -80,16 +80,17 @@ class Qwen3Attention(nn.Module):
         """Per-head RMSNorm of q [T, Hq, D] and k [T, Hkv, D] (an identity without Qwen3's q/k norm), then rotary."""
         return self.rotary(positions, self.q_norm(q), self.k_norm(k))
 
-    def forward(self, positions: torch.Tensor, hidden: torch.Tensor, batch=None) -> torch.Tensor:
-        T = hidden.shape[0]
-        sizes = [self.qkv_proj.q_size, self.qkv_proj.kv_size, self.qkv_proj.kv_size]
-        q, k, v = (x.unflatten(-1, (-1, self.head_dim)) for x in self.qkv_proj(hidden).split(sizes, -1))
+    def attend(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, v: torch.Tensor, batch=None):
+        """norm_and_rotate, then attention: uncached without a batch, else the batch's backend (which stores k/v)."""
         q, k = self.norm_and_rotate(positions, q, k)
         if batch is None:
-            out = uncached_causal_attention(q, k, v, self.scale)
-        else:
-            out = batch.backend.forward(q, k, v, self.layer_idx, batch)
-        return self.o_proj(out.reshape(T, self.num_heads * self.head_dim))
+            return uncached_causal_attention(q, k, v, self.scale)
+        return batch.backend.forward(q, k, v, self.layer_idx, batch)
+
+    def forward(self, positions: torch.Tensor, hidden: torch.Tensor, batch=None) -> torch.Tensor:
+        sizes = [self.qkv_proj.q_size, self.qkv_proj.kv_size, self.qkv_proj.kv_size]
+        q, k, v = (x.unflatten(-1, (-1, self.head_dim)) for x in self.qkv_proj(hidden).split(sizes, -1))
+        return self.o_proj(self.attend(positions, q, k, v, batch).flatten(1))  # [T, Hq, D] -> [T, Hq * D]
 
 
 # %% chapters/01_qwen3.ipynb #c035

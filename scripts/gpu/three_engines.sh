@@ -49,7 +49,7 @@ if [[ ${PART:-a} == a ]]; then
       --out "/tmp/startup_$pass.json" 2>&1 | grep '^\[startup\]' | tee -a "$OUT/startup.out"
   done
   bench warm nanoserve NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-200}
-  bench nano-vllm nano-vllm NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-200}
+  [[ ${NANO_VLLM:-1} == 1 ]] && bench nano-vllm nano-vllm NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-200}  # 0: nanoserve alone
 else
   bench vllm vllm VLLM_TIMEOUT=${VLLM_TIMEOUT:-300}
   # vLLM 0.24 ignores VLLM_FLASH_ATTN_VERSION: the version is an engine option

@@ -89,6 +89,28 @@ def test_per_head_norm_and_rotary_on_strided_qkv(fused, dtype, tokens):
         _close(g, w)
 
 
+@pytest.mark.parametrize("tokens", [1, 8, 300])
+def test_kv_store_in_the_rotary_launch_equals_rotary_then_store(fused, tokens):
+    from nanoserve.attention.flash import store_kv_triton
+
+    torch.manual_seed(5)
+    heads, kv_heads, dim = 16, 8, 128
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim, device="cuda", dtype=torch.bfloat16)
+    q, k, v = (x.unflatten(-1, (-1, dim)) for x in qkv.split([heads * dim, kv_heads * dim, kv_heads * dim], -1))
+    rope = RotaryEmbedding(dim, 40960, 1000000.0).to("cuda")
+    norms = (torch.rand(dim, device="cuda", dtype=torch.bfloat16) + 0.5,
+             torch.rand(dim, device="cuda", dtype=torch.bfloat16) + 0.5, 1e-6)
+    positions = torch.randint(0, 40960, (tokens,), device="cuda")
+    slots = torch.randperm(4 * 256, device="cuda")[:tokens]
+    slots[-1] = -1  # a padding lane
+    caches = torch.randn(2, 4, 256, kv_heads, dim, device="cuda", dtype=torch.bfloat16)
+    want_caches = caches.clone()
+    want_q, want_k = fused.rotary(positions, q, k, rope.cos, rope.sin, norms)
+    store_kv_triton(want_k, v, want_caches[0], want_caches[1], slots)
+    got_q, got_k = fused.rotary(positions, q, k, rope.cos, rope.sin, norms, (v, caches[0], caches[1], slots))
+    assert got_k is None and torch.equal(got_q, want_q) and torch.equal(caches, want_caches)
+
+
 @pytest.mark.parametrize("dtype", DTYPES)
 @pytest.mark.parametrize("tokens, width", [(1, 3072), (37, 3072), (64, 1000)])
 def test_silu_and_mul(fused, dtype, tokens, width):

@@ -105,6 +105,29 @@ def test_interp_qk_norm_in_the_rotary_launch(fused, tokens, heads, kv_heads, dim
 
 
 @interpreted
+@pytest.mark.parametrize("tokens, heads, kv_heads, dim, norm", [(1, 4, 2, 16, True), (9, 6, 2, 24, False)])
+def test_interp_kv_store_in_the_rotary_launch(fused, tokens, heads, kv_heads, dim, norm):
+    from nanoserve.attention.torch_ref import store_kv
+
+    torch.manual_seed(4)
+    rope, q_norm, k_norm = RotaryEmbedding(dim, 256, 10000.0), _norm(dim), _norm(dim)
+    norms = (q_norm.weight, k_norm.weight, q_norm.eps) if norm else None
+    qkv = torch.randn(tokens, (heads + 2 * kv_heads) * dim)  # k and v strided views, as in the model
+    q, k, v = qkv.split([heads * dim, kv_heads * dim, kv_heads * dim], -1)
+    q, k, v = q.view(tokens, heads, dim), k.view(tokens, kv_heads, dim), v.view(tokens, kv_heads, dim)
+    positions = torch.randint(0, 256, (tokens,))
+    slots = torch.randperm(6 * 4)[:tokens]
+    slots[0] = -1  # a padding lane writes nowhere
+    caches = torch.full((2, 6, 4, kv_heads, dim), 7.0)
+    want_caches = caches.clone()
+    want_q, want_k = fused.rotary(positions, q, k, rope.cos, rope.sin, norms)
+    store_kv(want_k, v, want_caches[0], want_caches[1], slots)
+    got_q, got_k = fused.rotary(positions, q, k, rope.cos, rope.sin, norms, (v, caches[0], caches[1], slots))
+    assert got_k is None
+    assert torch.equal(got_q, want_q) and torch.equal(caches, want_caches)
+
+
+@interpreted
 @pytest.mark.parametrize("tokens, width, block", [(1, 64, 1024), (37, 90, 32), (4, 300, 128)])
 def test_interp_silu_and_mul(fused, tokens, width, block):
     torch.manual_seed(2)
@@ -131,6 +154,13 @@ def test_bad_shapes_raise():
     rope = RotaryEmbedding(8, 16, 10000.0)
     with pytest.raises(ValueError, match="q \\[T, Hq, D\\]"):
         rotary(torch.arange(2), torch.randn(2, 2, 8), torch.randn(3, 1, 8), rope.cos, rope.sin)
+    caches = torch.zeros(2, 3, 4, 1, 8)
+    with pytest.raises(ValueError, match="do not fit the contiguous caches"):
+        rotary(torch.arange(2), torch.randn(2, 2, 8), torch.randn(2, 1, 8), rope.cos, rope.sin, None,
+               (torch.randn(2, 1, 8), caches[0], caches[1], torch.arange(3)))
+    with pytest.raises(TypeError, match="share a dtype"):
+        rotary(torch.arange(2), torch.randn(2, 2, 8), torch.randn(2, 1, 8), rope.cos, rope.sin, None,
+               (torch.randn(2, 1, 8), caches[0].half(), caches[1].half(), torch.arange(2)))
     with pytest.raises(ValueError, match=r"q and k gains must be \[8\], got \(7,\) and \(8,\)"):
         rotary(torch.arange(2), torch.randn(2, 2, 8), torch.randn(2, 1, 8), rope.cos, rope.sin,
                (torch.ones(7), torch.ones(8), 1e-6))
