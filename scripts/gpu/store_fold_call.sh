@@ -17,8 +17,8 @@ for pass in cold warm; do
     PYTHONPATH=/tmp/site:$PWD timeout 120 python3 scripts/gpu/startup_profile.py --model /tmp/qwen3-0.6b-random \
     --label "$pass" --out "$OUT/startup_$pass.json" 2>&1 | grep '^\[startup\]'
 done
-timeout "${TEST_LIMIT:-240}" python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
-echo "GPU suite, flash-attn-4 on the path: exit $?"; grep -E "FAILED|ERROR" "$OUT/gpu_tests.log" | head -5; tail -2 "$OUT/gpu_tests.log"
 [[ ${CELLS:-1} == 1 ]] && { timeout 150 python3 scripts/gpu/run_gpu_cells.py chapters/19_hopper_attention.ipynb \
   --out "$OUT" >"$OUT/cells.log" 2>&1; echo "chapter 19 cells: exit $?"; grep -E "Error|Traceback" "$OUT/cells.log" | head -3; }
+timeout "$(( ${CALL_LIMIT:-580} - SECONDS ))" python3 -m pytest -q -p no:cacheprovider tests/gpu >"$OUT/gpu_tests.log" 2>&1
+echo "GPU suite, flash-attn-4 on the path: exit $?"; grep -E "FAILED|ERROR" "$OUT/gpu_tests.log" | head -5; tail -2 "$OUT/gpu_tests.log"
 echo "store_fold_call: ${SECONDS} s"
