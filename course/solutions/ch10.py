@@ -30,12 +30,14 @@ SOLUTIONS = {"10.1": kernels_after_fusion_on_cpu, "10.2": rotary_launch}
 WRONG = {"10.1": kernels_after_fusion_as_on_the_gpu, "10.2": rotary_launch_query_heads_only}
 
 EXPLANATIONS = {
-    "10.3": """The store needs what the attention backend owns: the step's slot mapping (which cache slot each token's
-key and value go to, with -1 for padding lanes that write nowhere), the cache tensors of this layer and their
-layout (block size, and the shape the backend gave them), and v, which the rotary kernel never reads. The
-model would have to hand the kernel the backend's cache and metadata, so the fused kernel would belong to the
-attention backend, not to the model: the backend's `forward(q, k, v, layer, batch)`
-would take un-rotated q and k plus the norms. That crosses chapter 08's seam (the model does not know the
-cache); it saves one launch per layer (28 per step, about 1 us each in a graph), and each backend (torch,
-flash, flash-attn-4) would need its own version.""",
+    "10.3": """The fused launch writes bf16 rows at `slot * kv_heads * head_dim` of a contiguous
+[slots, kv_heads, head_dim] view: an fp8 cache with block scales has another element size and a scale to update, so the
+launch would write rows the backend cannot read. For fp8 the user would see the engine fail to start: `rotary`
+checks shapes, dtypes and contiguity (`_check_cache`), and refuses a cache of another dtype with a TypeError at the
+first forward (the memory profile). A cache of the same dtype in another layout is worse: it passes those checks, and
+the model quietly produces wrong tokens, which only a test against the reference catches. The choice belongs to the backend, which owns the layout: it could declare whether it keeps
+chapter 03's layout (say `fused_store = True`), and `FusedQwen3Attention.attend` would fold the store only for
+backends that say so, passing k and v on to the backend's own `store` otherwise. One flag on the backend, read in
+one place, instead of a layout test in every kernel.""",
+
 }

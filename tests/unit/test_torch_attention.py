@@ -176,3 +176,13 @@ def test_model_paged_prefill_then_decode_matches_dense():
         for b, p in enumerate(prompts):
             full = torch.cat([p, nxt[b:b + 1]])
             torch.testing.assert_close(decoded[b], model(full, torch.arange(len(full)))[-1], atol=1e-5, rtol=1e-4)
+
+
+def test_k_none_means_the_caller_already_stored():
+    """Chapter 03's protocol: k/v None leaves the cache alone and attends over what is there (chapter 10 stores
+    them in its rotary launch)."""
+    out, q, kv, batch, caches = run_paged([5, 9], [2, 1], 4)
+    before = [c.clone() for c in caches[1]]
+    again = batch.backend.forward(q, None, None, 1, batch)
+    assert all(torch.equal(a, b) for a, b in zip(caches[1], before))
+    torch.testing.assert_close(again, out)
