@@ -26,6 +26,10 @@ PHASES = [("nanoserve.engine.model_runner", "ModelRunner.__init__", "model runne
           ("nanoserve.engine.model_runner", "ModelRunner.init_kv_cache", "KV cache allocation"),
           ("nanoserve.engine.graph_runner", "GraphRunner._capture", "graph capture (all)"),
           ("nanoserve.engine.graph_runner", "capture_graph", "capture_graph calls"),
+          ("nanoserve.engine.kv_profile", "dummy_step", "profile run's step (forward + sampling)"),
+          ("nanoserve.engine.model_runner", "ModelRunner.forward", "eager forwards (profile run, warm-ups)"),
+          ("nanoserve.sampler", "Sampler.__call__", "eager sampler calls"),
+          ("nanoserve.engine.model_runner", "load_weights", "load_weights (checkpoint -> GPU)"),
           ("nanoserve.engine.engine", "make_engine_core", "engine core (runner, KV cache, graphs)"),
           ("nanoserve.engine.engine", "load_engine_tokenizer", "tokenizer (a thread beside the core)"),
           ("nanoserve.llm", "LLM.__init__", "LLM() in all")]
@@ -62,6 +66,29 @@ def patch(times: dict, module_name: str, dotted: str, label: str) -> bool:
     return True
 
 
+def warm_up_first_only() -> None:
+    """Make capture_graph skip its warm-up run after the first graph (an experiment: is per-graph warm-up needed?)."""
+    import torch
+
+    from nanoserve.engine import cuda_graphs, graph_runner
+
+    warmed = []
+
+    def capture_graph(fn, pool, generator=None):
+        if not warmed:
+            fn()
+            torch.cuda.synchronize()
+            warmed.append(True)
+        graph = torch.cuda.CUDAGraph()
+        if generator is not None:
+            graph.register_generator_state(generator)
+        with torch.cuda.graph(graph, pool=pool):
+            fn()
+        return graph
+
+    cuda_graphs.capture_graph = graph_runner.capture_graph = capture_graph
+
+
 def cache_entries(path) -> int | None:
     """Compiled kernels in a Triton cache folder (one sub-folder each), None when unknown."""
     return len(os.listdir(path)) if path and os.path.isdir(path) else None
@@ -73,7 +100,12 @@ def main() -> None:
     parser.add_argument("--model", required=True)
     parser.add_argument("--out", required=True)
     parser.add_argument("--label", default="")
+    parser.add_argument("--engine-arg", action="append", default=[], metavar="KEY=JSON",
+                        help="an LLM keyword argument, e.g. skip_tokenizer_init=true (repeatable)")
+    parser.add_argument("--warm-up", choices=("every", "first"), default="every",
+                        help="capture's warm-up run: before every graph (the engine's way) or before the first only")
     args = parser.parse_args()
+    engine_args = {key: json.loads(value) for key, value in (a.split("=", 1) for a in args.engine_arg)}
     triton_dir = os.environ.get("TRITON_CACHE_DIR")
     before = cache_entries(triton_dir)
     t = time.time()
@@ -85,17 +117,20 @@ def main() -> None:
     from nanoserve import LLM, SamplingParams
 
     import_s = time.time() - t
+    if args.warm_up == "first":
+        warm_up_first_only()
     times = {}
     patched = [label for module, dotted, label in PHASES if patch(times, module, dotted, label)]
     t = time.time()
-    llm = LLM(args.model, gpu_memory_utilization=0.9)
+    llm = LLM(args.model, **{"gpu_memory_utilization": 0.9, **engine_args})
     constructor_s = time.time() - t
     ready_s = time.time() - LAUNCHED
     dynamo = "torch._dynamo" in sys.modules  # imported by a torch.library custom op's first call (chapter 08)
     llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=2), use_tqdm=False)
     first_s = time.time() - LAUNCHED
     graphs = getattr(getattr(llm.llm_engine, "core", None), "executor", None)
-    result = {"label": args.label, "nanoserve_file": nanoserve.__file__, "torch": torch.__version__,
+    result = {"label": args.label, "engine_args": engine_args, "warm_up": args.warm_up,
+              "nanoserve_file": nanoserve.__file__, "torch": torch.__version__,
               "triton_cache": "warm" if before else "cold", "triton_kernels_before": before,
               "triton_kernels_after": cache_entries(triton_dir),
               "interpreter_and_script_s": START - LAUNCHED, "import_torch_s": torch_s, "import_nanoserve_s": import_s,
@@ -106,7 +141,7 @@ def main() -> None:
               "note": "phase times are summed wall times after a CUDA sync; nested phases overlap their callers"}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
-    print(f"[startup] {args.label} triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
+    print(f"[startup] {args.label} {engine_args or ''} warm-up {args.warm_up}: triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
           f"{constructor_s:.1f} s, torch import {torch_s:.1f} s), {result['forward_graphs']} forward + "
           f"{result['head_graphs']} head graphs, Triton kernels {before} -> {result['triton_kernels_after']}, "
           f"torch._dynamo imported: {dynamo}")
