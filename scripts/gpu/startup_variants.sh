@@ -8,7 +8,8 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/startup_variants}; mkdir -p "$OUT"
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >"$OUT/install.log" 2>&1
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 XDG_CACHE_HOME=/tmp/sv_xdg TRITON_CACHE_DIR=/tmp/sv_triton
-MODEL=$(cd scripts/gpu && python3 -c "from probe_timing import random_qwen3_0_6b as m; print(m())" 2>/dev/null | tail -1)
+MODEL=$(python3 -c "import sys; sys.path.insert(0, 'scripts/gpu'); from probe_timing import random_qwen3_0_6b as m; print(m())" \
+  2>"$OUT/build.log" | tail -1)
 rm -rf /tmp/sv_xdg /tmp/sv_triton
 run() {  # run LABEL [startup_profile.py options]: one fresh process
   local label=$1; shift
