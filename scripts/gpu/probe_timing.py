@@ -48,6 +48,24 @@ def tpot_ms(llm, batch: int, prompt_len: int = PROMPT_LEN, out_len: int = OUT_LE
     return out
 
 
+def engine_row(llm, name: str, prompts: list, **notes) -> tuple:
+    """(row, greedy tokens) of one engine in a probe: its attention classes and backend, TPOT at batch 1, 8 and
+    32 (printed as they come), and 64 greedy tokens for each of `prompts` (lists of token ids)."""
+    import statistics
+
+    from nanoserve import SamplingParams
+
+    kinds = {type(m).__name__ for m in llm.engine.executor.runner.model.modules()}
+    row = {"attention_class": sorted(k for k in kinds if "Attention" in k), **notes,
+           "backend": llm.config.attention_backend_class.name}
+    for batch in (1, 8, 32):
+        row[batch] = tpot_ms(llm, batch)
+        print(f"{name:34s} batch {batch:2d}: TPOT {statistics.median(row[batch]):.3f} ms", flush=True)
+    outputs = llm.generate([{"prompt_token_ids": ids} for ids in prompts],
+                           SamplingParams(max_tokens=64, temperature=0.0), use_tqdm=False)
+    return row, [o.outputs[0].token_ids for o in outputs]
+
+
 def random_qwen3_0_6b(path: str = "/tmp/qwen3-0.6b-random") -> str:
     """A random-weight checkpoint of Qwen3-0.6B's exact shapes, with the tokenizer built on the CPU machine."""
     import shutil

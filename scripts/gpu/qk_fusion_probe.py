@@ -7,16 +7,15 @@ Run from the repository root: python scripts/gpu/qk_fusion_probe.py OUT_JSON
    twice each (the same engine otherwise: graphs, fused kernels, the default attention backend).
 """
 import gc
-import statistics
 import sys
 
 import torch
 
 import nanoserve.kernels.fused as fused
-from nanoserve import LLM, SamplingParams
+from nanoserve import LLM
 from nanoserve.model.qwen3 import Qwen3Attention
-from probe_timing import (TPOT_CONFIG, graph_us, print_tpot_table, random_qwen3_0_6b,  # this script's folder
-                          tpot_ms, write_result)
+from probe_timing import (TPOT_CONFIG, engine_row, graph_us, print_tpot_table,  # this script's folder
+                          random_qwen3_0_6b, write_result)
 
 REAL_SWAP = fused.fuse_model
 
@@ -58,15 +57,7 @@ def engine_tpot(model) -> dict:
     for name in ("separate", "one launch", "separate, again", "one launch, again"):
         fused.fuse_model = REAL_SWAP if name.startswith("one") else swap_without_attention  # build_runner imports it
         llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
-        kinds = {type(m).__name__ for m in llm.engine.executor.runner.model.modules()}
-        rows[name] = {"attention_class": sorted(k for k in kinds if "Attention" in k),
-                      "backend": llm.config.attention_backend_class.name}
-        for batch in (1, 8, 32):
-            rows[name][batch] = tpot_ms(llm, batch)
-            print(f"{name:18s} batch {batch:2d}: TPOT {statistics.median(rows[name][batch]):.3f} ms", flush=True)
-        tokens[name] = [o.outputs[0].token_ids for o in llm.generate(
-            [{"prompt_token_ids": list(range(100, 164))}], SamplingParams(max_tokens=64, temperature=0.0),
-            use_tqdm=False)]
+        rows[name], tokens[name] = engine_row(llm, name, [list(range(100, 164))])
         del llm
         gc.collect()
         torch.cuda.empty_cache()

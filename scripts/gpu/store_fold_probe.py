@@ -11,18 +11,17 @@ Run from the repository root: python scripts/gpu/store_fold_probe.py OUT_JSON
 """
 import contextlib
 import gc
-import statistics
 import sys
 
 import torch
 import torch.nn.functional as F
 
 import nanoserve.kernels.fused as fused
-from nanoserve import LLM, SamplingParams
+from nanoserve import LLM
 from nanoserve.attention.flash import store_kv_triton
 from nanoserve.model.qwen3 import Qwen3Attention
-from probe_timing import (TPOT_CONFIG, graph_us, print_tpot_table, random_qwen3_0_6b,  # this script's folder
-                          tpot_ms, write_result)
+from probe_timing import (TPOT_CONFIG, engine_row, graph_us, print_tpot_table,  # this script's folder
+                          random_qwen3_0_6b, write_result)
 
 REAL_SWAP = fused.fuse_model
 SHAPES = {"qkv": (4096, 1024), "o": (1024, 2048), "gate_up": (6144, 1024), "down": (1024, 3072)}
@@ -119,15 +118,8 @@ def engine_tpot(model, best_switch) -> dict:
         fused.fuse_model = swap_store_apart if name.startswith("store apart") else REAL_SWAP  # build_runner reads it
         with blas(switch):
             llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
-            kinds = {type(m).__name__ for m in llm.engine.executor.runner.model.modules()}
-            rows[name] = {"attention_class": sorted(k for k in kinds if "Attention" in k), "blas": switch,
-                          "backend": llm.config.attention_backend_class.name}
-            for batch in (1, 8, 32):
-                rows[name][batch] = tpot_ms(llm, batch)
-                print(f"{name:34s} batch {batch:2d}: TPOT {statistics.median(rows[name][batch]):.3f} ms", flush=True)
-            tokens[name] = [o.outputs[0].token_ids for o in llm.generate(
-                [{"prompt_token_ids": list(range(100, 164))}, {"prompt_token_ids": list(range(500, 900))}],
-                SamplingParams(max_tokens=64, temperature=0.0), use_tqdm=False)]
+            rows[name], tokens[name] = engine_row(llm, name, [list(range(100, 164)), list(range(500, 900))],
+                                                  blas=switch)
         del llm
         gc.collect()
         torch.cuda.empty_cache()
