@@ -66,6 +66,29 @@ def engine_row(llm, name: str, prompts: list, **notes) -> tuple:
     return row, [o.outputs[0].token_ids for o in outputs]
 
 
+def compare_engines(model: str, runs: list, prompts: list) -> tuple:
+    """({name: engine_row}, {name: greedy tokens}) for `runs` of (name, swap, context, notes): a fresh LLM each, built
+    while chapter 10's `fuse_model` is `swap` and `context` (a context manager) is entered."""
+    import gc
+
+    import nanoserve.kernels.fused as fused
+    from nanoserve import LLM
+
+    real, rows, tokens = fused.fuse_model, {}, {}
+    try:
+        for name, swap, context, notes in runs:
+            fused.fuse_model = swap  # build_runner looks it up when it builds the model
+            with context:
+                llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
+                rows[name], tokens[name] = engine_row(llm, name, prompts, **notes)
+            del llm
+            gc.collect()
+            torch.cuda.empty_cache()
+    finally:
+        fused.fuse_model = real
+    return rows, tokens
+
+
 def random_qwen3_0_6b(path: str = "/tmp/qwen3-0.6b-random") -> str:
     """A random-weight checkpoint of Qwen3-0.6B's exact shapes, with the tokenizer built on the CPU machine."""
     import shutil

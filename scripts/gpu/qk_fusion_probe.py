@@ -6,15 +6,14 @@ Run from the repository root: python scripts/gpu/qk_fusion_probe.py OUT_JSON
 2. LLM decode TPOT at batch 1, 8 and 32 with `FusedQwen3Attention` in `fuse_model`'s table and without it, alternating,
    twice each (the same engine otherwise: graphs, fused kernels, the default attention backend).
 """
-import gc
+import contextlib
 import sys
 
 import torch
 
 import nanoserve.kernels.fused as fused
-from nanoserve import LLM
 from nanoserve.model.qwen3 import Qwen3Attention
-from probe_timing import (TPOT_CONFIG, engine_row, graph_us, print_tpot_table,  # this script's folder
+from probe_timing import (TPOT_CONFIG, compare_engines, graph_us, print_tpot_table,  # this script's folder
                           random_qwen3_0_6b, write_result)
 
 REAL_SWAP = fused.fuse_model
@@ -53,15 +52,9 @@ def kernels_alone() -> list:
 
 
 def engine_tpot(model) -> dict:
-    rows, tokens = {}, {}
-    for name in ("separate", "one launch", "separate, again", "one launch, again"):
-        fused.fuse_model = REAL_SWAP if name.startswith("one") else swap_without_attention  # build_runner imports it
-        llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
-        rows[name], tokens[name] = engine_row(llm, name, [list(range(100, 164))])
-        del llm
-        gc.collect()
-        torch.cuda.empty_cache()
-    fused.fuse_model = REAL_SWAP
+    runs = [(name, REAL_SWAP if name.startswith("one") else swap_without_attention, contextlib.nullcontext(), {})
+            for name in ("separate", "one launch", "separate, again", "one launch, again")]
+    rows, tokens = compare_engines(model, runs, [list(range(100, 164))])
     rows["same_greedy_tokens"] = tokens["separate"] == tokens["one launch"]
     return rows
 

@@ -10,17 +10,15 @@ Run from the repository root: python scripts/gpu/store_fold_probe.py OUT_JSON
    each; then, if a switch of part 2 saved time per step, the engine with that switch on.
 """
 import contextlib
-import gc
 import sys
 
 import torch
 import torch.nn.functional as F
 
 import nanoserve.kernels.fused as fused
-from nanoserve import LLM
 from nanoserve.attention.flash import store_kv_triton
 from nanoserve.model.qwen3 import Qwen3Attention
-from probe_timing import (TPOT_CONFIG, engine_row, graph_us, print_tpot_table,  # this script's folder
+from probe_timing import (TPOT_CONFIG, compare_engines, graph_us, print_tpot_table,  # this script's folder
                           random_qwen3_0_6b, write_result)
 
 REAL_SWAP = fused.fuse_model
@@ -109,21 +107,12 @@ def projections() -> dict:
 
 
 def engine_tpot(model, best_switch) -> dict:
-    rows, tokens = {}, {}
-    runs = [("store apart", "default"), ("store in rotary", "default"), ("store apart, again", "default"),
-            ("store in rotary, again", "default")]
+    runs = [(name, swap_store_apart if name.startswith("store apart") else REAL_SWAP, blas("default"),
+             {"blas": "default"})
+            for name in ("store apart", "store in rotary", "store apart, again", "store in rotary, again")]
     if best_switch != "default":
-        runs += [(f"store in rotary, {best_switch}", best_switch)]
-    for name, switch in runs:
-        fused.fuse_model = swap_store_apart if name.startswith("store apart") else REAL_SWAP  # build_runner reads it
-        with blas(switch):
-            llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
-            rows[name], tokens[name] = engine_row(llm, name, [list(range(100, 164)), list(range(500, 900))],
-                                                  blas=switch)
-        del llm
-        gc.collect()
-        torch.cuda.empty_cache()
-    fused.fuse_model = REAL_SWAP
+        runs.append((f"store in rotary, {best_switch}", REAL_SWAP, blas(best_switch), {"blas": best_switch}))
+    rows, tokens = compare_engines(model, runs, [list(range(100, 164)), list(range(500, 900))])
     rows["same_greedy_tokens"] = tokens["store apart"] == tokens["store in rotary"]
     return rows
 
