@@ -104,6 +104,8 @@ def main() -> None:
                         help="an LLM keyword argument, e.g. skip_tokenizer_init=true (repeatable)")
     parser.add_argument("--warm-up", choices=("every", "first"), default="every",
                         help="capture's warm-up run: before every graph (the engine's way) or before the first only")
+    parser.add_argument("--pre-import", default="", metavar="MODULES",
+                        help="comma-separated modules imported (and timed) before LLM(), e.g. triton,flash_attn")
     args = parser.parse_args()
     engine_args = {key: json.loads(value) for key, value in (a.split("=", 1) for a in args.engine_arg)}
     triton_dir = os.environ.get("TRITON_CACHE_DIR")
@@ -117,6 +119,11 @@ def main() -> None:
     from nanoserve import LLM, SamplingParams
 
     import_s = time.time() - t
+    pre_imports = {}
+    for name in filter(None, args.pre_import.split(",")):  # what the first forward would otherwise import
+        t = time.time()
+        importlib.import_module(name)
+        pre_imports[name] = time.time() - t
     if args.warm_up == "first":
         warm_up_first_only()
     times = {}
@@ -129,7 +136,7 @@ def main() -> None:
     llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=2), use_tqdm=False)
     first_s = time.time() - LAUNCHED
     graphs = getattr(getattr(llm.llm_engine, "core", None), "executor", None)
-    result = {"label": args.label, "engine_args": engine_args, "warm_up": args.warm_up,
+    result = {"label": args.label, "engine_args": engine_args, "warm_up": args.warm_up, "pre_imports_s": pre_imports,
               "nanoserve_file": nanoserve.__file__, "torch": torch.__version__,
               "triton_cache": "warm" if before else "cold", "triton_kernels_before": before,
               "triton_kernels_after": cache_entries(triton_dir),
@@ -141,7 +148,7 @@ def main() -> None:
               "note": "phase times are summed wall times after a CUDA sync; nested phases overlap their callers"}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
-    print(f"[startup] {args.label} {engine_args or ''} warm-up {args.warm_up}: triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
+    print(f"[startup] {args.label} {engine_args or ''} warm-up {args.warm_up} pre-imports {pre_imports}: triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
           f"{constructor_s:.1f} s, torch import {torch_s:.1f} s), {result['forward_graphs']} forward + "
           f"{result['head_graphs']} head graphs, Triton kernels {before} -> {result['triton_kernels_after']}, "
           f"torch._dynamo imported: {dynamo}")

@@ -2,7 +2,7 @@
 # Where a start's seconds go, by experiment (flash-attn 2 alone, no stash needed): startup_profile.py on a random
 # Qwen3-0.6B, first on empty kernel caches, then warm, twice each: the engine as it is, without the tokenizer thread
 # (skip_tokenizer_init), with capture's warm-up run before the first graph only, without cascade's graphs, and with
-# no graphs at all (enforce_eager). Carry the flash-attn wheel, .gpu/wheels and .gpu/tokenizer. Results go to $OUT.
+# no graphs at all (enforce_eager), and with Triton and flash-attn imported (and timed) before LLM(). Carry the flash-attn wheel, .gpu/wheels and .gpu/tokenizer. Results go to $OUT.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/startup_variants}; mkdir -p "$OUT"
@@ -23,6 +23,7 @@ for rep in 1 2; do
   run "warm-up-first-$rep" --warm-up first
   run "no-cascade-$rep" --engine-arg disable_cascade_attn=true
   run "eager-$rep" --engine-arg enforce_eager=true
+  run "pre-imported-$rep" --pre-import triton,flash_attn.flash_attn_interface
 done
 python3 - "$OUT" <<'PY'
 import json, sys
@@ -31,11 +32,11 @@ rows = sorted(Path(sys.argv[1]).glob("*.json"), key=lambda p: p.stat().st_mtime)
 keys = ["engine core (runner, KV cache, graphs)", "profile run (KV sizing)", "graph capture (all)",
         "load_weights (checkpoint -> GPU)", "eager forwards (profile run, warm-ups)", "eager sampler calls",
         "tokenizer (a thread beside the core)"]
-print(f"{'start':18} {'ready':>6} {'torch':>6} {'ctor':>6} " + " ".join(f"{k.split(' (')[0][:12]:>12}" for k in keys))
+print(f"{'start':18} {'ready':>6} {'torch':>6} {'pre':>5} {'ctor':>6} " + " ".join(f"{k.split(' (')[0][:12]:>12}" for k in keys))
 for p in rows:
     d = json.loads(p.read_text())
     ph = d["phases"]
-    print(f"{d['label']:18} {d['process_ready_s']:6.2f} {d['import_torch_s']:6.2f} {d['constructor_s']:6.2f} "
+    print(f"{d['label']:18} {d['process_ready_s']:6.2f} {d['import_torch_s']:6.2f} {sum(d['pre_imports_s'].values()):5.2f} {d['constructor_s']:6.2f} "
           + " ".join(f"{ph.get(k, {}).get('s', 0):12.2f}" for k in keys))
 PY
 echo "startup_variants: ${SECONDS} s"
