@@ -31,7 +31,7 @@ PHASES = [("nanoserve.engine.model_runner", "ModelRunner.__init__", "model runne
           ("nanoserve.sampler", "Sampler.__call__", "eager sampler calls"),
           ("nanoserve.engine.model_runner", "load_weights", "load_weights (checkpoint -> GPU)"),
           ("nanoserve.engine.engine", "make_engine_core", "engine core (runner, KV cache, graphs)"),
-          ("nanoserve.engine.engine", "load_engine_tokenizer", "tokenizer (a thread beside the core)"),
+          ("nanoserve.engine.engine", "load_engine_tokenizer", "tokenizer (load_engine_tokenizer)"),
           ("nanoserve.llm", "LLM.__init__", "LLM() in all")]
 
 

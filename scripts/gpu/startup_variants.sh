@@ -31,7 +31,7 @@ from pathlib import Path
 rows = sorted(Path(sys.argv[1]).glob("*.json"), key=lambda p: p.stat().st_mtime)
 keys = ["engine core (runner, KV cache, graphs)", "profile run (KV sizing)", "graph capture (all)",
         "load_weights (checkpoint -> GPU)", "eager forwards (profile run, warm-ups)", "eager sampler calls",
-        "tokenizer (a thread beside the core)"]
+        "tokenizer (load_engine_tokenizer)"]
 print(f"{'start':18} {'ready':>6} {'torch':>6} {'pre':>5} {'ctor':>6} " + " ".join(f"{k.split(' (')[0][:12]:>12}" for k in keys))
 for p in rows:
     d = json.loads(p.read_text())
