@@ -26,8 +26,9 @@ EXPLANATIONS = {
              "longer matched (36 to 40 draft tokens, one more accepted): a lower acceptance rate (85%) and the "
              "same 9 steps. Measure both with spec_llm.llm_engine.stats (num_steps, "
              "num_draft_tokens, acceptance_rate, num_accepted_tokens_per_pos)."),
-    "18.3": ("Section 1 measured a 5-position forward at some 1.1-1.7x a 1-position one on a laptop CPU. A verify "
-             "row whose four drafts are all rejected pays that and emits one token, so such a step is 10-70% slower "
+    "18.3": ("Section 1 measured a 5-position forward at under twice a 1-position one on a CPU (1.6-1.8x where "
+             "the chapter ran). A verify row whose four drafts are all rejected pays that and emits one token, so "
+             "such a step is up to about 80% slower "
              "than plain decoding. A prompt with nothing to copy but with repeated bigrams (a list of numbers the "
              "model continues differently, say) proposes often and is rarely right: on the CPU it runs slower with "
              "speculation. On the H200 the wider step costs little (section 8's profile: 1.72 ms for 1 + 8 "
