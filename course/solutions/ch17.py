@@ -30,11 +30,11 @@ EXPLANATIONS = {
              "that matters: with flexible whitespace its greedy output is '{' followed by whitespace until "
              "max_tokens, a valid prefix that never ends. Compact JSON is shorter and cannot ramble, which is "
              "why the chapter and the server's forced tool calls use it."),
-    "17.4": ("The choice completes after a couple of tokens ('red'). From then on the grammar allows only "
+    "17.4": ("The choice completes after a token or two (one of the colours). From then on the grammar allows only "
              "end-of-sequence, and min_tokens forbids exactly that token, so every logit of the row is -inf and "
              "the sampler falls back to token id 0, which is '!' in Qwen3's vocabulary. The matcher is already "
              "stopped, so GrammarConstraint.advance ignores the extra tokens rather than marking the constraint "
-             "broken, and the mask stays 'end-of-sequence only'. The output is 'red' followed by a run of '!' "
+             "broken, and the mask stays 'end-of-sequence only'. The output is the colour followed by a run of '!' "
              "until min_tokens is met, and the first token allowed after that ends it (finish_reason 'stop'). "
              "Two rules that together allow nothing are a request error, which is why SamplingParams refuses "
              "min_tokens beside a grammar (StructuredOutputsParams.check_params), as it refuses allowed_token_ids "
