@@ -3,7 +3,7 @@
 __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c044
+# %% chapters/A5_engine_front_end.ipynb #c047
 from concurrent.futures import ThreadPoolExecutor
 
 from nanoserve.engine.arg_utils import EngineArgs
@@ -32,7 +32,7 @@ def request_id_list(request_id) -> list:
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c046
+# %% chapters/A5_engine_front_end.ipynb #c049
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 
