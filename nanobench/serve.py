@@ -6,7 +6,7 @@ __all__ = ['WORDS', 'BACKENDS', 'RequestResult', 'sample_requests', 'sharegpt_re
            'main']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c072
+# %% chapters/A6_serving_hardening.ipynb #c074
 import argparse
 import asyncio
 import json
@@ -104,7 +104,7 @@ async def arrivals(requests: list, rate: float, seed: int, burstiness: float = 1
             await asyncio.sleep(rng.gammavariate(burstiness, 1.0 / (rate * burstiness)))
 
 
-# %% chapters/A6_serving_hardening.ipynb #c073
+# %% chapters/A6_serving_hardening.ipynb #c075
 def request_body(backend: str, model: str, prompt, max_tokens: int, ignore_eos: bool, extra: dict) -> dict:
     """A streamed completions body, or a chat body with the prompt as one user message."""
     body = {"model": model, "max_tokens": max_tokens, "stream": True, "temperature": 0.0,
@@ -196,7 +196,7 @@ async def run_requests(base_url: str, model: str, requests: list, rate: float, s
     return list(results), time.perf_counter() - origin
 
 
-# %% chapters/A6_serving_hardening.ipynb #c075
+# %% chapters/A6_serving_hardening.ipynb #c077
 METRICS = ("ttft", "tpot", "itl", "e2el")
 
 
@@ -263,7 +263,7 @@ def parse_slos(items: list) -> dict:
     return slos
 
 
-# %% chapters/A6_serving_hardening.ipynb #c077
+# %% chapters/A6_serving_hardening.ipynb #c079
 def table(summary: dict, label: str = "") -> str:
     """The human summary: throughputs, then latency statistics in ms."""
     s = summary
@@ -369,7 +369,7 @@ def _run_coroutine(coro):
         return pool.submit(asyncio.run, coro).result()
 
 
-# %% chapters/A6_serving_hardening.ipynb #c078
+# %% chapters/A6_serving_hardening.ipynb #c080
 def bench_serve_parser() -> argparse.ArgumentParser:
     """`vllm bench serve`'s flag names (the old names of this client still work)."""
     p = argparse.ArgumentParser(prog="python -m nanobench serve",
@@ -413,7 +413,7 @@ def bench_serve_parser() -> argparse.ArgumentParser:
     return p
 
 
-# %% chapters/A6_serving_hardening.ipynb #c079
+# %% chapters/A6_serving_hardening.ipynb #c081
 def summary_table(paths: list) -> str:
     """One row per result file (engine, rate): throughputs and p50/p99 latencies in ms."""
     files = [f for p in paths for f in (sorted(Path(p).glob("*.json")) if Path(p).is_dir() else [Path(p)])]

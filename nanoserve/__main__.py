@@ -3,7 +3,7 @@
 __all__ = []
 
 
-# %% chapters/A6_serving_hardening.ipynb #c069
+# %% chapters/A6_serving_hardening.ipynb #c071
 import sys
 
 from nanoserve.serve import main

@@ -4,7 +4,7 @@ __all__ = ['USAGE', 'LOG_LEVELS', 'FrontendArgs', 'ServeParser', 'serve_parser',
            'cannot_listen', 'fail', 'main']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c064
+# %% chapters/A6_serving_hardening.ipynb #c066
 import argparse
 import os
 import sys

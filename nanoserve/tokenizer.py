@@ -215,7 +215,7 @@ def _model_type(path: Path) -> str | None:
         return None
 
 
-# %% chapters/A1_tokenizer.ipynb #c006
+# %% chapters/A1_tokenizer.ipynb #c008
 QWEN3_CHAT_TEMPLATE = r"""
 {%- if tools %}
     {{- '<|im_start|>system\n' }}

@@ -3,7 +3,7 @@
 __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c044
+# %% chapters/A5_engine_front_end.ipynb #c047
 from nanoserve.engine.arg_utils import EngineArgs
 from nanoserve.engine.config import EngineConfig, check_kv_cache_fits
 from nanoserve.engine.input_processor import InputProcessor, Request, engine_tokenizer_source, load_engine_tokenizer
@@ -30,7 +30,7 @@ def request_id_list(request_id) -> list:
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c046
+# %% chapters/A5_engine_front_end.ipynb #c049
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 

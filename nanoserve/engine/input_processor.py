@@ -5,7 +5,7 @@ __all__ = ['GENERATION_DEFAULTS', 'Request', 'eos_token_ids', 'generation_defaul
            'bad_words_token_ids', 'InputProcessor', 'check_drawable']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c030
+# %% chapters/A5_engine_front_end.ipynb #c033
 import dataclasses
 import itertools
 import json
@@ -100,7 +100,7 @@ def load_engine_tokenizer(source):
     return load_checked_tokenizer(source) if isinstance(source, Path) else source
 
 
-# %% chapters/A5_engine_front_end.ipynb #c032
+# %% chapters/A5_engine_front_end.ipynb #c035
 class TextPrompt(TypedDict):
     """vLLM's text prompt: {"prompt": str}."""
 
@@ -175,7 +175,7 @@ def bad_words_token_ids(tokenizer, words: list) -> list:
     return out
 
 
-# %% chapters/A5_engine_front_end.ipynb #c034
+# %% chapters/A5_engine_front_end.ipynb #c037
 class InputProcessor:
     """Checks requests at the door and turns them into `Request`s with their sequences."""
 

@@ -4,7 +4,7 @@ __all__ = ['CompletionState', 'RequestState', 'logprob_entries', 'request_output
            'detokenize_new_tokens', 'attach_logprobs', 'OutputProcessor']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c036
+# %% chapters/A5_engine_front_end.ipynb #c039
 import time
 from dataclasses import dataclass, field
 
@@ -57,7 +57,7 @@ def logprob_entries(lp, wanted: list, tokenizer) -> tuple:
     return entries, chosen_all
 
 
-# %% chapters/A5_engine_front_end.ipynb #c038
+# %% chapters/A5_engine_front_end.ipynb #c041
 def request_output(state: RequestState, finished: bool, tokenizer) -> RequestOutput:
     """The request's output: new tokens and text per completion (DELTA) or everything (FINAL_ONLY)."""
     delta = state.output_kind is RequestOutputKind.DELTA
@@ -92,7 +92,7 @@ def completion_output(c: CompletionState, delta: bool, tokenizer) -> CompletionO
                             cumulative_logprob=None if c.logprobs is None else c.cumulative_logprob)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c040
+# %% chapters/A5_engine_front_end.ipynb #c043
 def new_request_state(request, tokenizer) -> RequestState:
     """The state of a request that has just arrived: one CompletionState per sequence."""
     metrics = RequestMetrics(arrival_time=request.arrival_time)
@@ -143,7 +143,7 @@ def attach_logprobs(out, by_seq: dict, tokenizer) -> None:
                 found[0].prompt_logprobs.append(entry)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c042
+# %% chapters/A5_engine_front_end.ipynb #c045
 class OutputProcessor:
     """Turns the engine core's per-step tokens into RequestOutputs, one request state at a time."""
 

@@ -3,7 +3,7 @@
 __all__ = ['graceful_server', 'BackgroundServer']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c044
+# %% chapters/A6_serving_hardening.ipynb #c046
 import logging
 import threading
 import time

@@ -3,7 +3,7 @@
 __all__ = ['LATENCY_BUCKETS', 'TOKEN_BUCKETS', 'SPEC_DECODE', 'ServerMetrics', 'EngineState', 'Renamed', 'parse_metrics']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c058
+# %% chapters/A6_serving_hardening.ipynb #c060
 from prometheus_client import CollectorRegistry, Counter, Histogram, generate_latest
 from prometheus_client.core import CounterMetricFamily, GaugeMetricFamily, Metric
 from prometheus_client.parser import text_string_to_metric_families
@@ -108,7 +108,7 @@ class ServerMetrics:
         return generate_latest(self.registry).decode()
 
 
-# %% chapters/A6_serving_hardening.ipynb #c060
+# %% chapters/A6_serving_hardening.ipynb #c062
 _ENGINE_SERIES = {  # vLLM's name (and the snapshot's key): (kind, help)
     "num_requests_running": (GaugeMetricFamily, "Requests holding KV blocks."),
     "num_requests_waiting": (GaugeMetricFamily, "Requests waiting to be scheduled."),

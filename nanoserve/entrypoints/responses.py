@@ -4,7 +4,7 @@ __all__ = ['CHAT_TO_RESPONSES', 'FunctionTool', 'FunctionChoice', 'TextFormat', 
            'ResponseText', 'ResponsesRequest', 'chat_body_of', 'response_object']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c040
+# %% chapters/A6_serving_hardening.ipynb #c042
 import uuid
 from typing import Annotated, Literal
 

@@ -4,7 +4,7 @@ __all__ = ['GuardedRoute', 'body_model', 'add_error_handlers', 'EchoRequestId', 
            'TokenizeRequest', 'DetokenizeRequest', 'add_vllm_routes']
 
 
-# %% chapters/A6_serving_hardening.ipynb #c041
+# %% chapters/A6_serving_hardening.ipynb #c043
 import logging
 import secrets
 
@@ -108,7 +108,7 @@ def unknown_field_logger():
     return note_unknown
 
 
-# %% chapters/A6_serving_hardening.ipynb #c042
+# %% chapters/A6_serving_hardening.ipynb #c044
 class TokenizeRequest(Body):
     """vLLM's /tokenize body: a prompt, or messages (with the chat fields that shape their rendering)."""
 

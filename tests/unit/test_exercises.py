@@ -12,7 +12,7 @@ import course.solutions as solutions
 from course.exercises import check_exercise, show_solution
 
 CHAPTERS = Path(__file__).resolve().parents[2] / "chapters"
-EXERCISE = re.compile(r"\*\*Exercise (\d\d\.\d+)\*\*")
+EXERCISE = re.compile(r"\*\*Exercise ((?:\d\d|A\d)\.\d+)\*\*")  # chapters 00-19 and appendices A1-A7
 
 
 def _tables(package, name: str) -> dict:
