@@ -2,7 +2,7 @@
 # The tokenizer beside the core (a worker thread) or before it: startup_profile.py on a random Qwen3-0.6B, flash-attn 2
 # alone, warm kernel caches, in fresh processes that alternate between the tree before the change (BEFORE, a copy of
 # its `nanoserve/` made with `git archive COMMIT nanoserve`, its commit in BEFORE/COMMIT) and this tree, three times
-# each, then this tree without a tokenizer twice. Carry BEFORE, the flash-attn wheel, .gpu/wheels, .gpu/tokenizer.
+# each, then this tree without a tokenizer twice; every start's profile in $OUT/startup_order.json. Carry BEFORE, the flash-attn wheel, .gpu/wheels, .gpu/tokenizer.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/startup_order}; mkdir -p "$OUT"; BEFORE=$(realpath "${BEFORE:-.gpu/before}")
@@ -13,8 +13,9 @@ MODEL=$(PYTHONPATH=/tmp/site:$PWD python3 -c "import sys; sys.path.insert(0, 'sc
 run() {  # run LABEL TREE [startup_profile.py options]: one fresh process importing nanoserve from TREE
   local label=$1 tree=$2; shift 2
   NANOBENCH_LAUNCHED_AT=$(date +%s.%N) PYTHONPATH=/tmp/site:$tree timeout 120 python3 scripts/gpu/startup_profile.py \
-    --model "$MODEL" --label "$label" --out "$OUT/$label.json" "$@" 2>&1 | grep '^\[startup\]' | head -1
+    --model "$MODEL" --label "$label" --out "/tmp/so_runs/$label.json" "$@" 2>&1 | grep '^\[startup\]' | head -1
 }
+rm -rf /tmp/so_runs; mkdir -p /tmp/so_runs
 run warm-up-the-caches "$PWD"
 for rep in 1 2 3; do run "thread-$rep" "$BEFORE"; run "in-order-$rep" "$PWD"; done
 for rep in 1 2; do run "no-tokenizer-$rep" "$PWD" --engine-arg skip_tokenizer_init=true; done
@@ -22,11 +23,13 @@ python3 - "$OUT" "$(cat "$BEFORE/COMMIT")" <<'PY' | tee "$OUT/summary.txt"
 import json, statistics, sys
 from pathlib import Path
 out, before = Path(sys.argv[1]), sys.argv[2]
+runs = [json.loads(p.read_text()) for p in sorted(Path("/tmp/so_runs").glob("*.json"), key=lambda p: p.stat().st_mtime)]
+(out / "startup_order.json").write_text(json.dumps({"before": before, "runs": runs}, indent=1))  # one file back
 print(f"tokenizer beside the core ({before}) or before it (this tree); seconds")
 print(f"{'start':14} {'ready':>6} {'ctor':>6} {'core':>6} {'tokenizer':>9} {'capture':>8} {'profile':>8}")
 groups = {}
-for p in sorted(out.glob("*-[0-9].json"), key=lambda p: p.stat().st_mtime):
-    d = json.loads(p.read_text()); ph = d["phases"]
+for d in runs[1:]:
+    ph = d["phases"]
     get = lambda k: ph.get(k, {}).get("s", 0.0)
     row = (d["process_ready_s"], d["constructor_s"], get("engine core (runner, KV cache, graphs)"),
            get("tokenizer (load_engine_tokenizer)"), get("graph capture (all)"), get("profile run (KV sizing)"))
