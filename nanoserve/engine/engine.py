@@ -4,6 +4,8 @@ __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
 # %% chapters/A5_engine_front_end.ipynb #c047
+from concurrent.futures import ThreadPoolExecutor
+
 from nanoserve.engine.arg_utils import EngineArgs
 from nanoserve.engine.config import EngineConfig, check_kv_cache_fits
 from nanoserve.engine.input_processor import InputProcessor, Request, engine_tokenizer_source, load_engine_tokenizer
@@ -30,7 +32,7 @@ def request_id_list(request_id) -> list:
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c049
+# %% chapters/A5_engine_front_end.ipynb #c051
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 
@@ -44,8 +46,14 @@ class LLMEngine:
         self.config = config = config.resolve(self.model_config, backends)
         source = engine_tokenizer_source(config, self.model_path)  # a missing or damaged file fails here, fast
         check_kv_cache_fits(config, self.model_config)  # before loading weights: a hopeless size fails fast
-        self.tokenizer = load_engine_tokenizer(source)  # before the core, not beside it: both need the GIL
-        self.core = make_engine_core(config, self.model_config)
+        with ThreadPoolExecutor(1) as pool:  # the tokenizer (mostly transformers' import) loads while the core builds
+            tokenizer = pool.submit(load_engine_tokenizer, source)
+            self.core = make_engine_core(config, self.model_config)
+        try:
+            self.tokenizer = tokenizer.result()
+        except BaseException:
+            self.core.shutdown()
+            raise
         self.output_processor = OutputProcessor(self.tokenizer)
         self.input_processor = InputProcessor(config, self.model_config, self.tokenizer, self.model_path,
                                               self.core.num_kv_blocks, self.output_processor.requests)
