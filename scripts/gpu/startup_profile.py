@@ -137,7 +137,8 @@ def main() -> None:
     first_s = time.time() - LAUNCHED
     graphs = getattr(getattr(llm.llm_engine, "core", None), "executor", None)
     result = {"label": args.label, "engine_args": engine_args, "warm_up": args.warm_up, "pre_imports_s": pre_imports,
-              "nanoserve_file": nanoserve.__file__, "torch": torch.__version__,
+              "nanoserve_file": os.path.relpath(nanoserve.__file__),  # no machine path in a record
+              "torch": torch.__version__,
               "triton_cache": "warm" if before else "cold", "triton_kernels_before": before,
               "triton_kernels_after": cache_entries(triton_dir),
               "interpreter_and_script_s": START - LAUNCHED, "import_torch_s": torch_s, "import_nanoserve_s": import_s,
