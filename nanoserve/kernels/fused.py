@@ -197,8 +197,11 @@ def rotary(positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor, cos: torch
     q = q if q.stride(-1) == 1 else q.contiguous()
     k = k if k.stride(-1) == 1 else k.contiguous()
     q_out = torch.empty(q.shape, dtype=q.dtype, device=q.device)
-    v, k_out, v_out, slots = cache if cache is not None else (k, torch.empty(k.shape, dtype=k.dtype, device=k.device), k, positions)
-    v = v if v.stride(-1) == 1 else v.contiguous()
+    if cache is None:  # k_out is a new tensor; v, v_out and slots are placeholders the kernel never reads
+        v, k_out, v_out, slots = k, torch.empty(k.shape, dtype=k.dtype, device=k.device), k, positions
+    else:
+        v, k_out, v_out, slots = cache
+        v = v if v.stride(-1) == 1 else v.contiguous()
     half = q.shape[2] // 2
     if q.shape[0]:
         _rotary_kernel()[(q.shape[0],)](
@@ -280,9 +283,10 @@ class FusedQwen3Attention(Qwen3Attention):
 
     def norm_and_rotate(self, positions: torch.Tensor, q: torch.Tensor, k: torch.Tensor):
         """Chapter 01's step in one `rotary` launch with the two norm gains; the parent's modules otherwise."""
-        if not q.is_cuda or self.norms() is None:  # a CPU, or a family without q/k norm (its rotary is fused)
+        norms = self.norms()
+        if not q.is_cuda or norms is None:  # a CPU, or a family without q/k norm (its rotary is fused)
             return super().norm_and_rotate(positions, q, k)
-        return rotary(positions, q, k, self.rotary.cos, self.rotary.sin, self.norms())
+        return rotary(positions, q, k, self.rotary.cos, self.rotary.sin, norms)
 
     def attend(self, positions, q, k, v, batch=None):
         """With a paged batch on CUDA, the same launch writes k/v to the cache, and the backend is told so."""

@@ -68,23 +68,24 @@ def patch(times: dict, module_name: str, dotted: str, label: str) -> bool:
 
 def warm_up_first_only() -> None:
     """Make capture_graph skip its warm-up run after the first graph (an experiment: is per-graph warm-up needed?)."""
-    import torch
-
     from nanoserve.engine import cuda_graphs, graph_runner
 
-    warmed = []
+    real, captured = cuda_graphs.capture_graph, []
 
     def capture_graph(fn, pool, generator=None):
-        if not warmed:
-            fn()
-            torch.cuda.synchronize()
-            warmed.append(True)
-        graph = torch.cuda.CUDAGraph()
-        if generator is not None:
-            graph.register_generator_state(generator)
-        with torch.cuda.graph(graph, pool=pool):
-            fn()
-        return graph
+        """The engine's capture_graph; after the first graph, its warm-up call of `fn` does nothing."""
+        if not captured:
+            captured.append(True)
+            return real(fn, pool, generator)
+        warm_up = [True]
+
+        def skip_warm_up():
+            if warm_up:
+                warm_up.pop()  # the engine's warm-up call: skipped
+            else:
+                fn()
+
+        return real(skip_warm_up, pool, generator)
 
     cuda_graphs.capture_graph = graph_runner.capture_graph = capture_graph
 
