@@ -5,6 +5,7 @@ __all__ = ['SPEC_FIELDS', 'GRAMMAR_CONFLICTS', 'StructuredOutputsParams', 'guida
 
 
 # %% chapters/17_structured_outputs.ipynb #c012
+import copy
 import json
 import weakref
 from dataclasses import dataclass
@@ -119,9 +120,11 @@ def _build_guidance_tokenizer(tokenizer, vocab_size: int):
     llguidance's own conversion treats every added token as special, so a grammar that spells `<tool_call>` is offered
     that token by the mask and then refuses it when it is consumed."""
     from llguidance import LLTokenizer, TokenizerWrapper
-    from llguidance.hf import from_tokenizer
 
-    plain = from_tokenizer(tokenizer, n_vocab=vocab_size)
+    backend = copy.copy(tokenizer.backend_tokenizer)  # a call with padding=True leaves padding switched on
+    backend.no_padding()
+    backend.no_truncation()
+    plain = LLTokenizer(backend.to_str(), n_vocab=vocab_size, eos_token=tokenizer.eos_token_id)
     tokens = [plain.decode_bytes([i]) for i in range(vocab_size)]
     for token_id, added in tokenizer.added_tokens_decoder.items():
         if not added.special and token_id < vocab_size:

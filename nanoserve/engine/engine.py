@@ -46,7 +46,7 @@ class LLMEngine:
         self.config = config = config.resolve(self.model_config, backends)
         source = engine_tokenizer_source(config, self.model_path)  # a missing or damaged file fails here, fast
         check_kv_cache_fits(config, self.model_config)  # before loading weights: a hopeless size fails fast
-        with ThreadPoolExecutor(1) as pool:  # the tokenizer (mostly transformers' import) loads while the core builds
+        with ThreadPoolExecutor(1) as pool:  # the tokenizer loads while the core builds
             tokenizer = pool.submit(load_engine_tokenizer, source)
             self.core = make_engine_core(config, self.model_config)
         try:

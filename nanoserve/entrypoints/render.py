@@ -33,6 +33,8 @@ def _render_loop(conn, tokenizer_blob: bytes) -> None:
     signal.signal(signal.SIGINT, signal.SIG_IGN)
     _lower_priority()
     tokenizer = pickle.loads(tokenizer_blob)
+    if hasattr(tokenizer, "load_transformers"):  # a FastTokenizer (appendix A1): load its template support now
+        tokenizer = tokenizer.load_transformers()
     conn.send(("ready", None))
     while True:
         try:
