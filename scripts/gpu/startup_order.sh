@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
-# The tokenizer beside the core (a worker thread) or before it: startup_profile.py on a random Qwen3-0.6B, flash-attn 2
-# alone, warm kernel caches, in fresh processes that alternate between the tree before the change (BEFORE, a copy of
-# its `nanoserve/` made with `git archive COMMIT nanoserve`, its commit in BEFORE/COMMIT) and this tree, three times
-# each, then this tree without a tokenizer twice; every start's profile in $OUT/startup_order.json. Carry BEFORE, the flash-attn wheel, .gpu/wheels, .gpu/tokenizer.
+# A start before and after a change: startup_profile.py on a random Qwen3-0.6B, flash-attn 2 alone, warm kernel
+# caches, in fresh processes that alternate between the tree before the change (BEFORE, a copy of its `nanoserve/`
+# made with `git archive COMMIT nanoserve`, its commit in BEFORE/COMMIT) and this tree, three times each, then this
+# tree without a tokenizer twice; every start's profile in $OUT/startup_order.json. Carry BEFORE, the flash-attn
+# wheel, .gpu/wheels, .gpu/tokenizer. The labels name the two trees: BEFORE_LABEL (default "thread": the
+# tokenizer beside the core, 2026-12-05) and AFTER_LABEL (default "in-order": the tokenizer before it).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/startup_order}; mkdir -p "$OUT"; BEFORE=$(realpath "${BEFORE:-.gpu/before}")
@@ -17,7 +19,7 @@ run() {  # run LABEL TREE [startup_profile.py options]: one fresh process import
 }
 rm -rf /tmp/so_runs; mkdir -p /tmp/so_runs
 run warm-up-the-caches "$PWD"
-for rep in 1 2 3; do run "thread-$rep" "$BEFORE"; run "in-order-$rep" "$PWD"; done
+for rep in 1 2 3; do run "${BEFORE_LABEL:-thread}-$rep" "$BEFORE"; run "${AFTER_LABEL:-in-order}-$rep" "$PWD"; done
 for rep in 1 2; do run "no-tokenizer-$rep" "$PWD" --engine-arg skip_tokenizer_init=true; done
 python3 - "$OUT" "$(cat "$BEFORE/COMMIT")" <<'PY' | tee "$OUT/summary.txt"
 import json, statistics, sys
@@ -25,7 +27,7 @@ from pathlib import Path
 out, before = Path(sys.argv[1]), sys.argv[2]
 runs = [json.loads(p.read_text()) for p in sorted(Path("/tmp/so_runs").glob("*.json"), key=lambda p: p.stat().st_mtime)]
 (out / "startup_order.json").write_text(json.dumps({"before": before, "runs": runs}, indent=1))  # one file back
-print(f"tokenizer beside the core ({before}) or before it (this tree); seconds")
+print(f"the tree before ({before}) and this tree, alternating; seconds")
 print(f"{'start':14} {'ready':>6} {'ctor':>6} {'core':>6} {'tokenizer':>9} {'capture':>8} {'profile':>8}")
 groups = {}
 for d in runs[1:]:
