@@ -319,6 +319,11 @@ class FastTokenizer:
         """Each id's token string."""
         return [self.backend_tokenizer.id_to_token(i) for i in ids]
 
+    def convert_tokens_to_string(self, tokens: list) -> str:
+        """The text of token strings, through the tokenizer's decoder."""
+        decoder = self.backend_tokenizer.decoder
+        return decoder.decode(tokens) if decoder is not None else " ".join(tokens)
+
     def get_vocab(self) -> dict:
         """Token string -> id, added tokens included."""
         return self.backend_tokenizer.get_vocab(with_added_tokens=True)
@@ -335,13 +340,24 @@ class FastTokenizer:
         """transformers' apply_chat_template, with this tokenizer's chat template."""
         return self.load_transformers().apply_chat_template(conversation, **kwargs)
 
+    @property
+    def chat_template(self):
+        """The chat template (a string, a dict of named templates, or None); a new one reaches transformers' too."""
+        return self._chat_template
+
+    @chat_template.setter
+    def chat_template(self, template) -> None:
+        self._chat_template = template
+        if self._transformers is not None:
+            self._transformers.chat_template = template
+
     def load_transformers(self):
         """transformers' tokenizer of the same folder and chat template (imported and loaded once)."""
         if self._transformers is None:
             from transformers import PreTrainedTokenizerFast
 
             self._transformers = PreTrainedTokenizerFast.from_pretrained(str(self.path))
-        self._transformers.chat_template = self.chat_template
+            self._transformers.chat_template = self.chat_template
         return self._transformers
 
     def __call__(self, *args, **kwargs):

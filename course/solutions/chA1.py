@@ -17,4 +17,13 @@ EXPLANATIONS = {
         "the token, so BPE would never produce it when encoding its own bytes: the file would not be a\n"
         "vocabulary learned by BPE, and bpe_merges refuses it. The checkpoint's assert (as many merges as\n"
         "multi-byte tokens) is this claim checked on all 151,387 of them."),
+    "A1.3": (
+        "encode, decode and len leave _transformers as None: FastTokenizer answers them from the Rust\n"
+        "tokenizer. Reading pad_token_id loads transformers' tokenizer, and so does the chat template.\n"
+        "FastTokenizer defines only what serving calls (encode, decode, the vocabulary, the eos and bos\n"
+        "ids, the added tokens); any other attribute goes through __getattr__ to load_transformers().\n"
+        "The engine never reads pad_token_id: it packs sequences instead of padding them, and its\n"
+        "end-of-sequence ids come from eos_token_id, config.json and generation_config.json. So a start\n"
+        "and generate() stay free of transformers' import (tests/unit/test_fast_tokenizer.py checks it in\n"
+        "a fresh process), while the first chat() pays it once."),
 }

@@ -20,7 +20,9 @@ def build_runner(config, model_config, device=None, layers=None) -> ModelRunner:
     return runner
 
 
-DECODE_MIN_LANES = 8  # the smallest decode bucket: batch 1 decodes faster in 8 lanes on the H200 (chapter 09, sec. 5)
+# the smallest decode bucket: with Qwen3-0.6B's shapes batch 1 decodes faster in 8 lanes on the H200 (chapter 09,
+# sec. 5); SmolLM2-135M pays 38 µs a step for the padding there (decode_min_lanes_smollm2_h200.json)
+DECODE_MIN_LANES = 8
 
 
 def graph_variants(config, backend) -> list:

@@ -24,15 +24,18 @@ def pair(qwen3_dir):
     return load_tokenizer(qwen3_dir), PreTrainedTokenizerFast.from_pretrained(str(qwen3_dir))
 
 
-def test_a_folder_loads_as_a_fast_tokenizer(pair):
-    fast, reference = pair
+def test_a_folder_loads_as_a_fast_tokenizer(qwen3_dir, pair):
+    fast, reference = load_tokenizer(qwen3_dir), pair[1]
     assert isinstance(fast, FastTokenizer)
     assert len(fast) == len(reference) and fast.get_vocab() == reference.get_vocab()
     assert (fast.eos_token, fast.eos_token_id, fast.bos_token_id) == (reference.eos_token, reference.eos_token_id,
                                                                       reference.bos_token_id)
     assert {i: (t.content, t.special) for i, t in fast.added_tokens_decoder.items()} == \
         {i: (t.content, t.special) for i, t in reference.added_tokens_decoder.items()}
-    assert fast.convert_ids_to_tokens([9707, 151645]) == reference.convert_ids_to_tokens([9707, 151645])
+    pieces = fast.convert_ids_to_tokens([9707, 11, 1879, 151645])
+    assert pieces == reference.convert_ids_to_tokens([9707, 11, 1879, 151645])
+    assert fast.convert_tokens_to_string(pieces) == reference.convert_tokens_to_string(pieces)
+    assert fast._transformers is None  # none of this loaded transformers' tokenizer
 
 
 @settings(max_examples=150, deadline=None)
