@@ -50,7 +50,7 @@ def _render_loop(conn, tokenizer_blob: bytes) -> None:
 class _Child:
     """One renderer process and our end of its pipe."""
 
-    START_TIMEOUT = 120.0  # seconds for a fresh child to import and unpickle the tokenizer
+    START_TIMEOUT = 120.0  # seconds for a fresh child to unpickle the tokenizer and load transformers' one
 
     def __init__(self, ctx, blob: bytes):
         self.conn, child_end = ctx.Pipe()

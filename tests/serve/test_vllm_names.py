@@ -139,9 +139,9 @@ def test_tokenize_add_special_tokens_reaches_the_tokenizer(http):
 
     tokenizer = http.app.state.engine.tokenizer
     bos = tokenizer.convert_tokens_to_ids("<|endoftext|>")
-    before = tokenizer._tokenizer.post_processor
-    tokenizer._tokenizer.post_processor = TemplateProcessing(single="<|endoftext|> $A",
-                                                             special_tokens=[("<|endoftext|>", bos)])
+    before = tokenizer.backend_tokenizer.post_processor
+    tokenizer.backend_tokenizer.post_processor = TemplateProcessing(single="<|endoftext|> $A",
+                                                                    special_tokens=[("<|endoftext|>", bos)])
     try:
         def first(body):
             return http.post("/tokenize", json=body).json()["tokens"][0]
@@ -149,7 +149,7 @@ def test_tokenize_add_special_tokens_reaches_the_tokenizer(http):
         assert first({"prompt": "Hi"}) == bos and first({"prompt": "Hi", "add_special_tokens": False}) != bos
         assert first({"messages": ASK}) != bos and first({"messages": ASK, "add_special_tokens": True}) == bos
     finally:
-        tokenizer._tokenizer.post_processor = before
+        tokenizer.backend_tokenizer.post_processor = before
 
 
 # 7. the server's words: --max-logprobs, logit_bias, an empty body, --api-key's reach

@@ -1,8 +1,10 @@
 """FastTokenizer (appendix A1) against transformers' tokenizer of the same folder, and the start that skips transformers."""
 import json
 import pickle
+import shutil
 import subprocess
 import sys
+import threading
 
 import pytest
 from hypothesis import given, settings
@@ -47,12 +49,40 @@ def test_encode_and_decode_match_transformers(pair, text, special):
     assert fast.decode(ids, skip_special_tokens=special) == reference.decode(ids, skip_special_tokens=special)
 
 
-def test_decode_takes_one_id_a_list_or_a_tensor(pair):
+def test_decode_takes_what_transformers_takes(pair):
+    import numpy as np
     import torch
 
     fast, reference = pair
-    for ids in (9707, [9707, 11], torch.tensor([9707, 11])):
+    for ids in (9707, [9707, 11], (9707, 11), torch.tensor([9707, 11]), torch.tensor(9707), np.int64(9707),
+                list(np.array([9707, 11])), [[9707, 11], [11]], {"input_ids": [9707, 11]}):
         assert fast.decode(ids) == reference.decode(ids)
+    assert fast.convert_ids_to_tokens(9707) == reference.convert_ids_to_tokens(9707)
+    assert fast.encode("a", "b") == reference.encode("a", "b")  # a text pair
+
+
+def test_after_a_write_transformers_answers_every_call(qwen3_dir):
+    fast, reference = load_tokenizer(qwen3_dir), PreTrainedTokenizerFast.from_pretrained(str(qwen3_dir))
+    for tok in (fast, reference):
+        tok.padding_side = "left"
+        tok.add_tokens(["<|newtok|>"], special_tokens=True)
+        tok.eos_token = "<|endoftext|>"
+    assert fast(["hi", "hello there friend"], padding=True)["input_ids"] == \
+        reference(["hi", "hello there friend"], padding=True)["input_ids"]
+    ids = fast.encode("a <|newtok|> b")
+    assert ids == reference.encode("a <|newtok|> b") and len(fast) == len(reference)
+    assert fast.decode(ids, skip_special_tokens=True) == reference.decode(ids, skip_special_tokens=True)
+    assert (fast.eos_token, fast.eos_token_id) == (reference.eos_token, reference.eos_token_id)
+
+
+def test_concurrent_first_use_loads_transformers_once(qwen3_dir):
+    fast, loaded = load_tokenizer(qwen3_dir), []
+    threads = [threading.Thread(target=lambda: loaded.append(fast.load_transformers())) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert len(loaded) == 4 and all(t is loaded[0] for t in loaded)
 
 
 def test_chat_template_renders_as_transformers_does(pair):
@@ -76,17 +106,38 @@ def test_a_new_chat_template_reaches_transformers_and_survives_pickling(pair):
     assert copy.load_transformers().apply_chat_template([{"role": "user", "content": "x"}], tokenize=False) == "[user] x"
 
 
-def test_chat_template_jinja_file_is_read(qwen3_dir, tmp_path):
-    (tmp_path / "tokenizer.json").write_text((qwen3_dir / "tokenizer.json").read_text())
+def test_template_files_are_chosen_as_transformers_chooses(qwen3_dir, tmp_path):
+    shutil.copy(qwen3_dir / "tokenizer.json", tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"chat_template": "CONFIG"}))
     (tmp_path / "chat_template.jinja").write_text("{{ messages[0].content | upper }}")
+    (tmp_path / "additional_chat_templates").mkdir()
+    (tmp_path / "additional_chat_templates" / "tool_use.jinja").write_text("TOOLS")
+    fast, reference = load_tokenizer(tmp_path), PreTrainedTokenizerFast.from_pretrained(str(tmp_path))
+    assert isinstance(fast, FastTokenizer)
+    chat, tools = [{"role": "user", "content": "hi"}], [{"type": "function", "function": {"name": "f"}}]
+    for kwargs in ({}, {"tools": tools}):
+        assert fast.apply_chat_template(chat, tokenize=False, **kwargs) == \
+            reference.apply_chat_template(chat, tokenize=False, **kwargs)
+
+
+@pytest.mark.parametrize("extra", [{"additional_special_tokens": ["<|newtok|>"]}, {"mask_token": "<mask>"},
+                                   {"pad_token": "!!"}])  # "!!" is a BPE token, not an added one
+def test_named_tokens_tokenizer_json_lacks_load_transformers(qwen3_dir, tmp_path, extra):
+    shutil.copy(qwen3_dir / "tokenizer.json", tmp_path)
+    (tmp_path / "tokenizer_config.json").write_text(json.dumps({"eos_token": "<|im_end|>", **extra}))
+    assert not isinstance(load_tokenizer(tmp_path), FastTokenizer)
+
+
+def test_a_legacy_special_tokens_map_loads_transformers(qwen3_dir, tmp_path):
+    shutil.copy(qwen3_dir / "tokenizer.json", tmp_path)
+    (tmp_path / "special_tokens_map.json").write_text(json.dumps({"eos_token": "<|im_end|>"}))
     tok = load_tokenizer(tmp_path)
-    assert isinstance(tok, FastTokenizer) and tok.chat_template == "{{ messages[0].content | upper }}"
-    assert tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False) == "HI"
+    assert not isinstance(tok, FastTokenizer) and tok.eos_token_id == 151645
 
 
 @pytest.mark.parametrize("flag", ["add_bos_token", "add_eos_token", "clean_up_tokenization_spaces"])
 def test_config_rules_only_transformers_applies_load_transformers(qwen3_dir, tmp_path, flag):
-    (tmp_path / "tokenizer.json").write_text((qwen3_dir / "tokenizer.json").read_text())
+    shutil.copy(qwen3_dir / "tokenizer.json", tmp_path)
     config = {"bos_token": "<|endoftext|>", "eos_token": "<|im_end|>", flag: True}
     (tmp_path / "tokenizer_config.json").write_text(json.dumps(config))
     tok = load_tokenizer(tmp_path)
