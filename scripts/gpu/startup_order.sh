@@ -4,24 +4,28 @@
 # made with `git archive COMMIT nanoserve`, its commit in BEFORE/COMMIT) and this tree, three times each, then this
 # tree without a tokenizer twice; every start's profile in $OUT/startup_order.json. Carry BEFORE, the flash-attn
 # wheel, .gpu/wheels, .gpu/tokenizer. The labels name the two trees: BEFORE_LABEL (default "thread": the
-# tokenizer beside the core, 2026-12-05) and AFTER_LABEL (default "in-order": the tokenizer before it).
+# tokenizer beside the core, 2026-12-05) and AFTER_LABEL (default "in-order": the tokenizer before it). REPS sets
+# the pairs (3). It runs on a CPU too: MODEL=<a checkpoint> PYTHON=<an interpreter with nanoserve's dependencies>
+# (nothing is installed where there is no nvidia-smi).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/startup_order}; mkdir -p "$OUT"; BEFORE=$(realpath "${BEFORE:-.gpu/before}")
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >"$OUT/install.log" 2>&1
+command -v nvidia-smi >/dev/null &&  # on a GPU machine: flash-attn 2 and the kit's wheels
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >"$OUT/install.log" 2>&1
 export PYTHONUNBUFFERED=1 XDG_CACHE_HOME=/tmp/so_xdg TRITON_CACHE_DIR=/tmp/so_triton
-MODEL=$(PYTHONPATH=/tmp/site:$PWD python3 -c "import sys; sys.path.insert(0, 'scripts/gpu'); from probe_timing import random_qwen3_0_6b as m; print(m())" \
-  2>"$OUT/build.log" | tail -1)
+PYTHON=${PYTHON:-python3}
+MODEL=${MODEL:-$(PYTHONPATH=/tmp/site:$PWD $PYTHON -c "import sys; sys.path.insert(0, 'scripts/gpu'); from probe_timing import random_qwen3_0_6b as m; print(m())" \
+  2>"$OUT/build.log" | tail -1)}
 run() {  # run LABEL TREE [startup_profile.py options]: one fresh process importing nanoserve from TREE
   local label=$1 tree=$2; shift 2
-  NANOBENCH_LAUNCHED_AT=$(date +%s.%N) PYTHONPATH=/tmp/site:$tree timeout 120 python3 scripts/gpu/startup_profile.py \
+  NANOBENCH_LAUNCHED_AT=$(date +%s.%N) PYTHONPATH=/tmp/site:$tree timeout 120 $PYTHON scripts/gpu/startup_profile.py \
     --model "$MODEL" --label "$label" --out "/tmp/so_runs/$label.json" "$@" 2>&1 | grep '^\[startup\]' | head -1
 }
 rm -rf /tmp/so_runs; mkdir -p /tmp/so_runs
 run warm-up-the-caches "$PWD"
-for rep in 1 2 3; do run "${BEFORE_LABEL:-thread}-$rep" "$BEFORE"; run "${AFTER_LABEL:-in-order}-$rep" "$PWD"; done
+for rep in $(seq "${REPS:-3}"); do run "${BEFORE_LABEL:-thread}-$rep" "$BEFORE"; run "${AFTER_LABEL:-in-order}-$rep" "$PWD"; done
 for rep in 1 2; do run "no-tokenizer-$rep" "$PWD" --engine-arg skip_tokenizer_init=true; done
-python3 - "$OUT" "$(cat "$BEFORE/COMMIT")" <<'PY' | tee "$OUT/summary.txt"
+$PYTHON - "$OUT" "$(cat "$BEFORE/COMMIT")" <<'PY' | tee "$OUT/summary.txt"
 import json, statistics, sys
 from pathlib import Path
 out, before = Path(sys.argv[1]), sys.argv[2]
