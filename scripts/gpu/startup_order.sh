@@ -5,7 +5,8 @@
 # tree without a tokenizer twice; every start's profile in $OUT/startup_order.json. Carry BEFORE, the flash-attn
 # wheel, .gpu/wheels, .gpu/tokenizer. The labels name the two trees: BEFORE_LABEL (default "thread": the
 # tokenizer beside the core, 2026-12-05) and AFTER_LABEL (default "in-order": the tokenizer before it). REPS sets
-# the pairs (3). It runs on a CPU too: MODEL=<a checkpoint> PYTHON=<an interpreter with nanoserve's dependencies>
+# the pairs (3); TOKENIZER_FIRST=1 adds a third arm, this tree with the tokenizer loaded before the core
+# (startup_profile.py --tokenizer-first). It runs on a CPU too: MODEL=<a checkpoint> PYTHON=<an interpreter with nanoserve's dependencies>
 # (nothing is installed where there is no nvidia-smi).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -23,7 +24,10 @@ run() {  # run LABEL TREE [startup_profile.py options]: one fresh process import
 }
 rm -rf /tmp/so_runs; mkdir -p /tmp/so_runs
 run warm-up-the-caches "$PWD"
-for rep in $(seq "${REPS:-3}"); do run "${BEFORE_LABEL:-thread}-$rep" "$BEFORE"; run "${AFTER_LABEL:-in-order}-$rep" "$PWD"; done
+for rep in $(seq "${REPS:-3}"); do
+  run "${BEFORE_LABEL:-thread}-$rep" "$BEFORE"; run "${AFTER_LABEL:-in-order}-$rep" "$PWD"
+  [[ ${TOKENIZER_FIRST:-0} == 1 ]] && run "tokenizer-first-$rep" "$PWD" --tokenizer-first  # a third arm
+done
 for rep in 1 2; do run "no-tokenizer-$rep" "$PWD" --engine-arg skip_tokenizer_init=true; done
 $PYTHON - "$OUT" "$(cat "$BEFORE/COMMIT")" <<'PY' | tee "$OUT/summary.txt"
 import json, statistics, sys

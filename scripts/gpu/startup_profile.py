@@ -90,6 +90,35 @@ def warm_up_first_only() -> None:
     cuda_graphs.capture_graph = graph_runner.capture_graph = capture_graph
 
 
+def tokenizer_first() -> None:
+    """Make LLMEngine load the tokenizer before the core instead of on a thread beside it (an experiment)."""
+    from concurrent.futures import Future
+
+    from nanoserve.engine import engine
+
+    class InOrder:
+        """ThreadPoolExecutor's face, running each submitted call at once in the caller's thread."""
+
+        def __init__(self, *args):
+            pass
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            return False
+
+        def submit(self, fn, *args):
+            done = Future()
+            try:
+                done.set_result(fn(*args))
+            except Exception as err:  # noqa: BLE001  the engine reads it from .result(), as from a thread
+                done.set_exception(err)
+            return done
+
+    engine.ThreadPoolExecutor = InOrder
+
+
 def cache_entries(path) -> int | None:
     """Compiled kernels in a Triton cache folder (one sub-folder each), None when unknown."""
     return len(os.listdir(path)) if path and os.path.isdir(path) else None
@@ -105,6 +134,8 @@ def main() -> None:
                         help="an LLM keyword argument, e.g. skip_tokenizer_init=true (repeatable)")
     parser.add_argument("--warm-up", choices=("every", "first"), default="every",
                         help="capture's warm-up run: before every graph (the engine's way) or before the first only")
+    parser.add_argument("--tokenizer-first", action="store_true",
+                        help="load the tokenizer before the engine core, not on a thread beside it")
     parser.add_argument("--pre-import", default="", metavar="MODULES",
                         help="comma-separated modules imported (and timed) before LLM(), e.g. triton,flash_attn")
     args = parser.parse_args()
@@ -127,6 +158,8 @@ def main() -> None:
         pre_imports[name] = time.time() - t
     if args.warm_up == "first":
         warm_up_first_only()
+    if args.tokenizer_first:
+        tokenizer_first()
     times = {}
     patched = [label for module, dotted, label in PHASES if patch(times, module, dotted, label)]
     t = time.time()
@@ -138,6 +171,7 @@ def main() -> None:
     first_s = time.time() - LAUNCHED
     graphs = getattr(getattr(llm.llm_engine, "core", None), "executor", None)
     result = {"label": args.label, "engine_args": engine_args, "warm_up": args.warm_up, "pre_imports_s": pre_imports,
+              "tokenizer_first": args.tokenizer_first,
               "nanoserve_file": os.path.relpath(nanoserve.__file__),  # no machine path in a record
               "torch": torch.__version__,
               "triton_cache": "warm" if before else "cold", "triton_kernels_before": before,
