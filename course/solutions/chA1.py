@@ -19,7 +19,8 @@ EXPLANATIONS = {
         "multi-byte tokens) is this claim checked on all 151,387 of them."),
     "A1.3": (
         "encode, decode and len leave _transformers as None: FastTokenizer answers them from the Rust\n"
-        "tokenizer. Reading pad_token_id loads transformers' tokenizer, and so does the chat template.\n"
+        "tokenizer. Reading pad_token_id loads transformers' tokenizer, and on a second fresh tokenizer\n"
+        "so does the chat template.\n"
         "FastTokenizer defines only what serving calls (encode, decode, the vocabulary, the eos and bos\n"
         "ids, the added tokens); any other attribute goes through __getattr__ to load_transformers().\n"
         "The engine never reads pad_token_id: it packs sequences instead of padding them, and its\n"
