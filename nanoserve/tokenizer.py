@@ -202,10 +202,9 @@ def load_checked_tokenizer(path: Path):
 
             tokenizer = PreTrainedTokenizerFast.from_pretrained(str(path.parent if gguf else path),
                                                                 gguf_file=path.name if gguf else None)
+            tokenizer.chat_template = tokenizer.chat_template or default
     except Exception as err:  # the tokenizers library's own errors name neither the file nor the field
         raise ValueError(f"{source} cannot be loaded as a fast tokenizer: {type(err).__name__}: {err}") from None
-    if not isinstance(tokenizer, FastTokenizer) and not tokenizer.chat_template and default:
-        tokenizer.chat_template = default
     return tokenizer
 
 
@@ -283,12 +282,12 @@ class FastTokenizer:
     Anything else (the chat template, a write, an option) loads transformers' tokenizer of the same folder, and from
     then on every call goes to it, so the two can never drift apart."""
 
-    _OWN = frozenset({"path", "_backend", "_fast_answers", "_template", "_default_template", "_transformers"})
+    _OWN = frozenset({"path", "_backend", "_fast_answers", "_default_template", "_transformers"})
     _load_lock = threading.Lock()  # one load at a time: transformers' lazy import is not safe to race
 
     def __init__(self, path: Path, backend, config: dict, default_template: str | None = None):
         self.path, self._backend, self._transformers = path, backend, None
-        self._template, self._default_template = None, default_template  # a chat_template set before the load
+        self._default_template = default_template
         named = {k: _token_text(config.get(k)) for k in ("bos_token", "eos_token")}
         # the attributes answered without transformers until its tokenizer is loaded
         self._fast_answers = {**named, **{f"{k}_id": None if t is None else backend.token_to_id(t)
@@ -360,7 +359,8 @@ class FastTokenizer:
                 from transformers import PreTrainedTokenizerFast
 
                 loaded = PreTrainedTokenizerFast.from_pretrained(str(self.path))
-                loaded.chat_template = self._template or loaded.chat_template or self._default_template
+                set_here = self._fast_answers.get("chat_template")
+                loaded.chat_template = set_here or loaded.chat_template or self._default_template
                 self._transformers = loaded
         return self._transformers
 
@@ -370,8 +370,6 @@ class FastTokenizer:
     def __getattr__(self, name: str):
         if name.startswith("_"):  # pickle and copy probe for dunders; never load transformers for them
             raise AttributeError(name)
-        if name == "chat_template" and self._transformers is None and self._template is not None:
-            return self._template
         if name in self._fast_answers and self._transformers is None:
             return self._fast_answers[name]
         return getattr(self.load_transformers(), name)
@@ -380,7 +378,7 @@ class FastTokenizer:
         if name in self._OWN:
             object.__setattr__(self, name, value)
         elif name == "chat_template" and self._transformers is None:  # `nanoserve serve --chat-template`
-            self._template = value
+            self._fast_answers["chat_template"] = value  # answered here, handed to transformers at its load
         else:  # any other write changes transformers' tokenizer, which then answers every call
             setattr(self.load_transformers(), name, value)
 

@@ -6,8 +6,8 @@
 # wheel, .gpu/wheels, .gpu/tokenizer. The labels name the two trees: BEFORE_LABEL (default "thread": the
 # tokenizer beside the core, 2026-12-05) and AFTER_LABEL (default "in-order": the tokenizer before it). REPS sets
 # the pairs (3); TOKENIZER_FIRST=1 adds a third arm, this tree with the tokenizer loaded before the core
-# (startup_profile.py --tokenizer-first). It runs on a CPU too: MODEL=<a checkpoint> PYTHON=<an interpreter with nanoserve's dependencies>
-# (nothing is installed where there is no nvidia-smi).
+# (startup_profile.py --tokenizer-first). It runs on a CPU too: MODEL=<a checkpoint> PYTHON=<an interpreter with
+# nanoserve's dependencies> (nothing is installed where there is no nvidia-smi).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/startup_order}; mkdir -p "$OUT"; BEFORE=$(realpath "${BEFORE:-.gpu/before}")

@@ -92,21 +92,15 @@ def warm_up_first_only() -> None:
 
 def tokenizer_first() -> None:
     """Make LLMEngine load the tokenizer before the core instead of on a thread beside it (an experiment)."""
-    from concurrent.futures import Future
+    from concurrent.futures import Executor, Future
 
     from nanoserve.engine import engine
 
-    class InOrder:
-        """ThreadPoolExecutor's face, running each submitted call at once in the caller's thread."""
+    class InOrder(Executor):
+        """An executor that runs each submitted call at once, in the caller's thread."""
 
         def __init__(self, *args):
             pass
-
-        def __enter__(self):
-            return self
-
-        def __exit__(self, *exc):
-            return False
 
         def submit(self, fn, *args):
             done = Future()
