@@ -3,13 +3,14 @@
 # (startup_order.sh: the tree before it against this tree, and this tree loading the tokenizer first; its first start
 # runs on empty kernel caches), then nanoserve and nano-vllm back to back on every workload (bench_all.sh), each
 # engine's first start on its own empty caches. Carry the flash-attn wheel, .gpu/wheels, .gpu/tokenizer, .gpu/before
-# and .gpu/nano-vllm; set NANOSERVE_COMMIT. $OUT gets startup_order.json, summary.txt, the bundle and the log.
+# and .gpu/nano-vllm; set NANOSERVE_GIT_COMMIT (REPS: pairs of starts, 3; PEER=0 skips the engines). $OUT gets startup_order.json, summary.txt, the bundle and the log.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export OUT=${OUT:-/tmp/start_and_peer}; mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader; nproc
 BEFORE_LABEL=transformers-tokenizer AFTER_LABEL=fast-tokenizer TOKENIZER_FIRST=1 REPS=${REPS:-3} OUT=$OUT \
   bash scripts/gpu/startup_order.sh
+[[ ${PEER:-1} == 1 ]] || exit 0  # PEER=0: the start A/B alone
 export XDG_CACHE_HOME=/tmp/peer_xdg TRITON_CACHE_DIR=/tmp/peer_triton  # empty: each engine's first start
 env OUT=/tmp/peer MODEL=/tmp/qwen3-0.6b CONFIG=qwen3-0.6b ENGINES="nanoserve nano-vllm" RUNS=${RUNS:-3} \
   WORKLOADS=random,shared-prefix,high-churn,prefill-bound,latency NANOSERVE_TIMEOUT=150 NANO_VLLM_TIMEOUT=170 \
