@@ -18,15 +18,16 @@ EXPLANATIONS = {
     "19.2": ("Chapter 12's MixedStep: a mixed step's graph runs the decode kernel over every lane slot of its bucket "
              "(up to max_num_seqs, 256 here), real or padding, and keeps the result only on real lanes. high-churn "
              "is almost all mixed steps, so its decode kernel runs at large batch sizes even when few requests are "
-             "decoding, and at 256 lanes flash-attn-4's Hopper decode, which cannot split a sequence's keys, has no "
-             "lead over flash-attn 2's (section 1) and in the engine's mixed steps it is slower. Sending those steps to flash-attn 2 from 64 lanes on brings high-churn "
-             "back to 1.00x."),
+             "decoding. Alone, at 256 lanes, flash-attn-4's decode was barely ahead of flash-attn 2's (1.03x, "
+             "section 1); inside the engine's mixed steps it measured slower, for a reason the chapter did not measure. "
+             "Sending those steps to flash-attn 2 from 64 lanes on brings high-churn back to 1.00x."),
     "19.3": ("With flash2_decode_from = None every decode runs on flash-attn-4, and a batch of 256 short requests "
-             "decodes at 256 lanes, where section 1 measured no lead for flash-attn-4: expect it no faster, and "
-             "slower once prompts arrive and mixed steps run (high-churn lost 13%). 128 behaves like 64 for a full batch. The threshold is where the library that "
-             "cannot split stops filling the GPU without splitting: a GPU with twice the streaming multiprocessors "
-             "needs twice the lanes (key heads x lanes thread blocks) to fill, so the crossing would move up, and "
-             "it should be measured again there rather than carried over."),
+             "decodes at 256 lanes, where section 1 measured flash-attn-4 barely ahead alone (1.03x): expect it no "
+             "faster, and slower once prompts arrive and mixed steps run (high-churn lost 13% in section 5). At 128 "
+             "the lanes between 32 and 127 go back to flash-attn-4, which section 6's table shows slower there, so "
+             "expect the default (32) to be the fastest of the three on an H200. On another GPU the crossing need not "
+             "sit at 32: run scripts/gpu/decode_splits_probe.py, which times both kernels at each bucket and "
+             "context, and set the threshold where flash-attn 2 starts winning, rather than carrying 32 over."),
     "19.4": ("About the same place. At one lane flash-attn-4 runs one thread block per KV head, each walking the "
              "whole context for its head: with 4 heads there are 4 such blocks instead of 8, each with the same walk, "
              "so its time hardly changes. flash-attn 2 has half the bytes to read, but at one lane its time is nearly "
@@ -35,8 +36,8 @@ EXPLANATIONS = {
              "What would move the crossing is max_model_len (the width flash-attn 2 splits for) or another GPU. "
              "LONG_CONTEXT_KEYS belongs to a model, a max_model_len and a GPU: measure it with "
              "scripts/gpu/decode_splits_probe.py before you trust it elsewhere."),
-    "19.5": ("Qwen3-1.7B starts on flash-attn-4 and compiles nothing: the marker's key is the flash-attn-4 version, "
-             "the GPU's compute capability and the attention geometry (16 query heads, 8 KV heads, head dimension "
+    "19.5": ("Qwen3-1.7B starts on flash-attn-4 and compiles nothing: the marker's key is the flash-attn-4 and "
+             "CUTLASS DSL versions, Python's version, the GPU's compute capability and the attention geometry (16 query heads, 8 KV heads, head dimension "
              "128), the same as Qwen3-0.6B's, and flash-attn-4's kernels are specialised for the head dimension and "
              "the heads per KV head, not for the hidden size or the layer count, so the cache already holds them. "
              "Llama 3.2 1B has another geometry (32 query heads of 64 dimensions): no marker, so its first start "

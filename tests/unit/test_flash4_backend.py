@@ -182,7 +182,7 @@ def test_long_context_graphs_take_few_lanes_over_long_contexts(tmp_path):
     variants = graph_variants(config, backend)
     assert [v.name for v in variants] == ["cascade", "long-context decode", "decode", "mixed"]
     long = variants[1]
-    assert long.buckets == [8, 16] and long.decode.backend.flash2_decode_from == 1
+    assert long.buckets == [8] and long.decode.backend.flash2_decode_from == 1  # 9 lanes need 6,144 keys: no 16
     assert backend.flash2_decode_from == Flash4AttentionBackend.flash2_decode_from == 32  # the engine's, unchanged
     for lanes, keys, bucket in ((1, 2047, None), (1, 2048, 8), (4, 2048, 8), (5, 2048, None), (5, 4096, 8),
                                 (9, 4096, None), (40, 4096, None)):
@@ -194,3 +194,24 @@ def test_long_context_graphs_take_few_lanes_over_long_contexts(tmp_path):
     assert long.plan(prefill) is None
     alone = Flash4AttentionBackend(attention=Recorder())  # a CPU: no flash-attn 2, no long-context graphs
     assert "long-context decode" not in [v.name for v in graph_variants(config, alone)]
+
+
+def test_long_context_graphs_capture_only_the_buckets_a_long_step_can_reach():
+    """A bucket's fewest lanes (one more than the bucket before) must fit their long-context keys in max_model_len."""
+    from nanoserve.attention.flash4 import long_context_buckets, long_context_decode
+
+    buckets = [8, 16, 32, 48, 64]
+    assert long_context_buckets(buckets, 32, 4096) == [8]
+    assert long_context_buckets(buckets, 32, 6144) == [8, 16]
+    assert long_context_buckets(buckets, 64, 40960) == [8, 16, 32, 48]
+    assert long_context_buckets(buckets, 32, 2047) == []
+    backend = Flash4AttentionBackend(attention=Recorder(), flash2=Flash2Recorder())
+    assert long_context_decode(backend, buckets, max_model_len=2047, block_size=256) is None  # no step reaches one
+
+
+def test_flash4_by_name_is_refused_at_the_door_where_it_cannot_run():
+    """Without flash-attn-4 on a Hopper-or-newer GPU, the real backend refuses before any weight loads."""
+    if flash4.flash4_available():
+        pytest.skip("flash-attn-4 runs here")
+    with pytest.raises(ValueError, match="compute capability 9.0 or newer"):
+        Flash4AttentionBackend()

@@ -42,14 +42,17 @@ def test_auto_takes_flash4_once_its_kernels_are_compiled(monkeypatch, cache, fla
     assert next(iter(attention_backends(geometry(dim=64)))) == ("flash" if flash2 else "flash4")  # another geometry
 
 
-def test_the_marker_is_per_library_version_gpu_and_geometry(monkeypatch, cache):
+def test_the_marker_is_per_library_versions_gpu_and_geometry(monkeypatch, cache):
     markers = {flash4.compiled_marker(geometry()), flash4.compiled_marker(geometry(kv_heads=4)),
                flash4.compiled_marker(geometry(dim=64))}
     monkeypatch.setattr(flash4.torch.cuda, "get_device_capability", lambda *a: (10, 0))
     markers.add(flash4.compiled_marker(geometry()))
     monkeypatch.setattr(flash4.importlib.metadata, "version", lambda name: "4.0.1")
     markers.add(flash4.compiled_marker(geometry()))
-    assert len(markers) == 5 and all(m.parent == cache / "compiled" for m in markers)
+    # an image update that bumps only the CUTLASS DSL empties flash-attn-4's own cache: the marker goes too
+    monkeypatch.setattr(flash4.importlib.metadata, "version", lambda name: "4.9" if name == "nvidia-cutlass-dsl" else "4.0.1")
+    markers.add(flash4.compiled_marker(geometry()))
+    assert len(markers) == 6 and all(m.parent == cache / "compiled" for m in markers)
 
 
 def tiny_engine_config(tmp_path, **options):
