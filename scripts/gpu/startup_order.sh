@@ -29,12 +29,17 @@ for rep in $(seq "${REPS:-3}"); do
   [[ ${TOKENIZER_FIRST:-0} == 1 ]] && run "tokenizer-first-$rep" "$PWD" --tokenizer-first  # a third arm
 done
 for rep in 1 2; do run "no-tokenizer-$rep" "$PWD" --engine-arg skip_tokenizer_init=true; done
-$PYTHON - "$OUT" "$(cat "$BEFORE/COMMIT")" <<'PY' | tee "$OUT/summary.txt"
-import json, statistics, sys
+GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); MACHINE="${GPU:-CPU only}, $(nproc) cores"
+COMMAND="BEFORE_LABEL=${BEFORE_LABEL:-thread} AFTER_LABEL=${AFTER_LABEL:-in-order} TOKENIZER_FIRST=${TOKENIZER_FIRST:-0} REPS=${REPS:-3} bash scripts/gpu/startup_order.sh"
+$PYTHON - "$OUT" "$(cat "$BEFORE/COMMIT")" "$MACHINE" "$COMMAND" "${NANOSERVE_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}" \
+  <<'PY' | tee "$OUT/summary.txt"
+import datetime, json, platform, statistics, sys
 from pathlib import Path
-out, before = Path(sys.argv[1]), sys.argv[2]
+out, before, machine, command, after = Path(sys.argv[1]), *sys.argv[2:]
 runs = [json.loads(p.read_text()) for p in sorted(Path("/tmp/so_runs").glob("*.json"), key=lambda p: p.stat().st_mtime)]
-(out / "startup_order.json").write_text(json.dumps({"before": before, "runs": runs}, indent=1))  # one file back
+provenance = {"machine": machine, "python": platform.python_version(), "torch": runs[0].get("torch"), "command": command,
+              "before": before, "after": after, "date": datetime.date.today().isoformat()}
+(out / "startup_order.json").write_text(json.dumps({"before": before, "runs": runs, "provenance": provenance}, indent=1))
 print(f"the tree before ({before}) and this tree, alternating; seconds")
 print(f"{'start':14} {'ready':>6} {'ctor':>6} {'core':>6} {'tokenizer':>9} {'capture':>8} {'profile':>8}")
 groups = {}
