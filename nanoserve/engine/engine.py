@@ -32,7 +32,7 @@ def request_id_list(request_id) -> list:
     raise TypeError(f"request_id must be a str or a list of str, got {request_id!r}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c053
+# %% chapters/A5_engine_front_end.ipynb #c055
 class LLMEngine:
     """Requests in, outputs out, one step at a time."""
 

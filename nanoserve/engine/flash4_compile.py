@@ -3,7 +3,7 @@
 __all__ = ['SHAPING', 'compile_job', 'compile_core', 'compile_in_background', 'compile_lock', 'wait_for_compile', 'main']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c057
+# %% chapters/A5_engine_front_end.ipynb #c059
 import dataclasses
 import fcntl
 import json
