@@ -36,8 +36,8 @@ EXPLANATIONS = {
              "What would move the crossing is max_model_len (the width flash-attn 2 splits for) or another GPU. "
              "LONG_CONTEXT_KEYS belongs to a model, a max_model_len and a GPU: measure it with "
              "scripts/gpu/decode_splits_probe.py before you trust it elsewhere."),
-    "19.5": ("Qwen3-1.7B starts on flash-attn-4 and compiles nothing: the marker's key is the flash-attn-4 and "
-             "CUTLASS DSL versions, Python's version, the GPU's compute capability and the attention geometry (16 query heads, 8 KV heads, head dimension "
+    "19.5": ("Qwen3-1.7B starts on flash-attn-4 and compiles nothing: the marker's key is the versions of "
+             "flash-attn-4, the CUTLASS DSL, tvm-ffi and Python, the GPU's compute capability and the attention geometry (16 query heads, 8 KV heads, head dimension "
              "128), the same as Qwen3-0.6B's, and flash-attn-4's kernels are specialised for the head dimension and "
              "the heads per KV head, not for the hidden size or the layer count, so the cache already holds them. "
              "Llama 3.2 1B has another geometry (32 query heads of 64 dimensions): no marker, so its first start "

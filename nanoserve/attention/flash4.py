@@ -158,6 +158,7 @@ def long_context(step) -> bool:
 def long_context_buckets(buckets: list, threshold: int, max_model_len: int) -> list:
     """The buckets below `threshold` that some long-context step can reach: the fewest lanes a bucket holds (one
     more than the bucket before) must fit their keys in max_model_len."""
+    buckets = sorted(buckets)  # <= keeps one key of slack: a decode context never exceeds max_model_len - 1
     reachable = [b for previous, b in zip([0] + buckets, buckets) if long_context_keys(previous + 1) <= max_model_len]
     return [b for b in reachable if b < threshold]
 
@@ -193,12 +194,20 @@ def compiled_marker(model_config) -> Path:
     """The file a finished background compile leaves for this flash-attn-4 build, GPU and attention geometry."""
     from nanoserve.model.qwen3 import head_dim
 
-    # the library's own cache is keyed by its sources, the CUTLASS DSL's version and Python's: a marker must not
-    # outlive any of them
-    key = (importlib.metadata.version("flash-attn-4"), importlib.metadata.version("nvidia-cutlass-dsl"),
+    # the library's own cache is keyed by its sources and the versions of the CUTLASS DSL, tvm-ffi and Python: a
+    # marker must not outlive any of them
+    key = (*(_version(name) for name in ("flash-attn-4", "nvidia-cutlass-dsl-libs-base", "apache-tvm-ffi")),
            sys.version_info[:2], torch.cuda.get_device_capability(),
            model_config.num_attention_heads, model_config.num_key_value_heads, head_dim(model_config))
     return kernel_cache_dir() / "compiled" / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
+
+
+def _version(distribution: str) -> str | None:
+    """An installed distribution's version, None when it is absent (a --no-deps install may lack one)."""
+    try:
+        return importlib.metadata.version(distribution)
+    except importlib.metadata.PackageNotFoundError:
+        return None
 
 
 def flash4_compiled(model_config) -> bool:

@@ -6,7 +6,8 @@
 # wheel, .gpu/wheels, .gpu/tokenizer. The labels name the two trees: BEFORE_LABEL (default "thread": the
 # tokenizer beside the core, 2026-12-05) and AFTER_LABEL (default "in-order": the tokenizer before it). REPS sets
 # the pairs (3); TOKENIZER_FIRST=1 adds a third arm, this tree with the tokenizer loaded before the core
-# (startup_profile.py --tokenizer-first). It runs on a CPU too: MODEL=<a checkpoint> PYTHON=<an interpreter with
+# (startup_profile.py --tokenizer-first); COLD=N adds N starts of this tree, each on its own empty kernel caches (the
+# first start, warm-up-the-caches, is on empty ones too: on a fresh machine, its first process). It runs on a CPU too: MODEL=<a checkpoint> PYTHON=<an interpreter with
 # nanoserve's dependencies> (nothing is installed where there is no nvidia-smi).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -22,28 +23,33 @@ run() {  # run LABEL TREE [startup_profile.py options]: one fresh process import
   NANOBENCH_LAUNCHED_AT=$(date +%s.%N) PYTHONPATH=/tmp/site:$tree timeout 120 $PYTHON scripts/gpu/startup_profile.py \
     --model "$MODEL" --label "$label" --out "/tmp/so_runs/$label.json" "$@" 2>&1 | grep '^\[startup\]' | head -1
 }
-rm -rf /tmp/so_runs; mkdir -p /tmp/so_runs
-run warm-up-the-caches "$PWD"
+rm -rf /tmp/so_runs /tmp/so_xdg /tmp/so_triton /tmp/so_cold; mkdir -p /tmp/so_runs
+run warm-up-the-caches "$PWD"  # on empty kernel caches: on a fresh machine, its first start
 for rep in $(seq "${REPS:-3}"); do
   run "${BEFORE_LABEL:-thread}-$rep" "$BEFORE"; run "${AFTER_LABEL:-in-order}-$rep" "$PWD"
   [[ ${TOKENIZER_FIRST:-0} == 1 ]] && run "tokenizer-first-$rep" "$PWD" --tokenizer-first  # a third arm
 done
 for rep in 1 2; do run "no-tokenizer-$rep" "$PWD" --engine-arg skip_tokenizer_init=true; done
+for rep in $(seq "${COLD:-0}"); do  # COLD=N: N more starts of this tree, each on its own empty kernel caches
+  XDG_CACHE_HOME=/tmp/so_cold/$rep/xdg TRITON_CACHE_DIR=/tmp/so_cold/$rep/triton run "cold-$rep" "$PWD"
+done
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); MACHINE="${GPU:-CPU only}, $(nproc) cores"
-COMMAND="BEFORE_LABEL=${BEFORE_LABEL:-thread} AFTER_LABEL=${AFTER_LABEL:-in-order} TOKENIZER_FIRST=${TOKENIZER_FIRST:-0} REPS=${REPS:-3} bash scripts/gpu/startup_order.sh"
-$PYTHON - "$OUT" "$(cat "$BEFORE/COMMIT")" "$MACHINE" "$COMMAND" "${NANOSERVE_GIT_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}" \
+COMMAND="MODEL=$MODEL BEFORE=$BEFORE BEFORE_LABEL=${BEFORE_LABEL:-thread} AFTER_LABEL=${AFTER_LABEL:-in-order} TOKENIZER_FIRST=${TOKENIZER_FIRST:-0} REPS=${REPS:-3} COLD=${COLD:-0} bash scripts/gpu/startup_order.sh"
+$PYTHON - "$OUT" "$(cat "$BEFORE/COMMIT")" "$MACHINE" "$COMMAND" "${NANOSERVE_GIT_COMMIT:-$(git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)}" \
   <<'PY' | tee "$OUT/summary.txt"
 import datetime, json, platform, statistics, sys
 from pathlib import Path
 out, before, machine, command, after = Path(sys.argv[1]), *sys.argv[2:]
 runs = [json.loads(p.read_text()) for p in sorted(Path("/tmp/so_runs").glob("*.json"), key=lambda p: p.stat().st_mtime)]
-provenance = {"machine": machine, "python": platform.python_version(), "torch": runs[0].get("torch"), "command": command,
+runs.sort(key=lambda r: r["label"] != "warm-up-the-caches")  # first, as readers expect, or absent if it failed
+provenance = {"machine": machine, "python": platform.python_version(), "torch": runs[0].get("torch") if runs else None,
+              "command": command,
               "before": before, "after": after, "date": datetime.date.today().isoformat()}
 (out / "startup_order.json").write_text(json.dumps({"before": before, "runs": runs, "provenance": provenance}, indent=1))
 print(f"the tree before ({before}) and this tree, alternating; seconds")
 print(f"{'start':14} {'ready':>6} {'ctor':>6} {'core':>6} {'tokenizer':>9} {'capture':>8} {'profile':>8}")
 groups = {}
-for d in runs[1:]:
+for d in [r for r in runs if r["label"] != "warm-up-the-caches"]:
     ph = d["phases"]
     get = lambda k: ph.get(k, {}).get("s", 0.0)
     row = (d["process_ready_s"], d["constructor_s"], get("engine core (runner, KV cache, graphs)"),

@@ -49,10 +49,23 @@ def test_the_marker_is_per_library_versions_gpu_and_geometry(monkeypatch, cache)
     markers.add(flash4.compiled_marker(geometry()))
     monkeypatch.setattr(flash4.importlib.metadata, "version", lambda name: "4.0.1")
     markers.add(flash4.compiled_marker(geometry()))
-    # an image update that bumps only the CUTLASS DSL empties flash-attn-4's own cache: the marker goes too
-    monkeypatch.setattr(flash4.importlib.metadata, "version", lambda name: "4.9" if name == "nvidia-cutlass-dsl" else "4.0.1")
-    markers.add(flash4.compiled_marker(geometry()))
-    assert len(markers) == 6 and all(m.parent == cache / "compiled" for m in markers)
+    # an image update that bumps only the CUTLASS DSL or tvm-ffi empties flash-attn-4's own cache: the marker goes too
+    for bumped in ("nvidia-cutlass-dsl-libs-base", "apache-tvm-ffi"):
+        monkeypatch.setattr(flash4.importlib.metadata, "version", lambda name, b=bumped: "9.9" if name == b else "4.0.1")
+        markers.add(flash4.compiled_marker(geometry()))
+    assert len(markers) == 7 and all(m.parent == cache / "compiled" for m in markers)
+
+
+def test_the_marker_survives_a_missing_dependency_distribution(monkeypatch, cache):
+    """A --no-deps install may lack a distribution's metadata: the marker is still a path, `auto` still answers."""
+    def version(name):
+        if name != "flash-attn-4":
+            raise flash4.importlib.metadata.PackageNotFoundError(name)
+        return "4.0.0"
+
+    monkeypatch.setattr(flash4.importlib.metadata, "version", version)
+    assert flash4.compiled_marker(geometry()).parent == cache / "compiled"
+    assert not flash4.flash4_compiled(geometry())
 
 
 def tiny_engine_config(tmp_path, **options):
