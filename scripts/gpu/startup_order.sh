@@ -11,7 +11,7 @@
 # nanoserve's dependencies> (nothing is installed where there is no nvidia-smi).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
-OUT=${OUT:-/tmp/startup_order}; mkdir -p "$OUT"; BEFORE=$(realpath "${BEFORE:-.gpu/before}")
+OUT=${OUT:-/tmp/startup_order}; mkdir -p "$OUT"; BEFORE_GIVEN=${BEFORE:-.gpu/before}; BEFORE=$(realpath "$BEFORE_GIVEN")
 command -v nvidia-smi >/dev/null &&  # on a GPU machine: flash-attn 2 and the kit's wheels
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >"$OUT/install.log" 2>&1
 export PYTHONUNBUFFERED=1 XDG_CACHE_HOME=/tmp/so_xdg TRITON_CACHE_DIR=/tmp/so_triton
@@ -34,7 +34,7 @@ for rep in $(seq "${COLD:-0}"); do  # COLD=N: N more starts of this tree, each o
   XDG_CACHE_HOME=/tmp/so_cold/$rep/xdg TRITON_CACHE_DIR=/tmp/so_cold/$rep/triton run "cold-$rep" "$PWD"
 done
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1); MACHINE="${GPU:-CPU only}, $(nproc) cores"
-COMMAND="MODEL=$MODEL BEFORE=$BEFORE BEFORE_LABEL=${BEFORE_LABEL:-thread} AFTER_LABEL=${AFTER_LABEL:-in-order} TOKENIZER_FIRST=${TOKENIZER_FIRST:-0} REPS=${REPS:-3} COLD=${COLD:-0} bash scripts/gpu/startup_order.sh"
+COMMAND="MODEL=$MODEL BEFORE=$BEFORE_GIVEN BEFORE_LABEL=${BEFORE_LABEL:-thread} AFTER_LABEL=${AFTER_LABEL:-in-order} TOKENIZER_FIRST=${TOKENIZER_FIRST:-0} REPS=${REPS:-3} COLD=${COLD:-0} bash scripts/gpu/startup_order.sh"
 $PYTHON - "$OUT" "$(cat "$BEFORE/COMMIT")" "$MACHINE" "$COMMAND" "${NANOSERVE_GIT_COMMIT:-$(git describe --always --dirty --abbrev=7 2>/dev/null || echo unknown)}" \
   <<'PY' | tee "$OUT/summary.txt"
 import datetime, json, platform, statistics, sys
