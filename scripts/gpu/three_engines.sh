@@ -49,9 +49,9 @@ if [[ ${PART:-a} == a ]]; then
       --out "/tmp/startup_$pass.json" 2>&1 | grep '^\[startup\]' | tee -a "$OUT/startup.out"
   done
   bench warm nanoserve NANOSERVE_TIMEOUT=${NANOSERVE_TIMEOUT:-200}
-  [[ ${NANO_VLLM:-1} == 1 ]] && bench nano-vllm nano-vllm NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-200}  # 0: nanoserve alone
+  [[ ${NANO_VLLM:-1} == 1 ]] && bench nano-vllm nano-vllm NANO_VLLM_TIMEOUT=${NANO_VLLM_TIMEOUT:-200} NANO_VLLM_ARGS=--timeline  # 0: nanoserve alone
 else
-  bench vllm vllm VLLM_TIMEOUT=${VLLM_TIMEOUT:-300}
+  bench vllm vllm VLLM_TIMEOUT=${VLLM_TIMEOUT:-300} VLLM_ARGS=--timeline  # per-step times, as nanoserve records
   # vLLM 0.24 ignores VLLM_FLASH_ATTN_VERSION: the version is an engine option
   [[ ${FA2:-1} == 1 ]] && bench vllm-fa2 vllm WORKLOADS=prefill-bound,random TAG=h200-vllm-fa2 VLLM_TIMEOUT=200 \
     VLLM_ARGS='--engine-arg attention_config={"flash_attn_version":2}'
