@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # One GPU call that needs nothing stashed (flash-attn 2 only): where a large decode step's time goes
 # (decode_profile.py: kernels per step by kind at 256/128/64/1 lanes, and the GEMMs alone), then nanoserve on
-# `random` and `prefill-bound` with its default token budget and with 16,384 (vLLM's and nano-vllm's on this GPU),
+# every workload with its default token budget and with 16,384 (vLLM's and nano-vllm's on this GPU),
 # each with its step timeline. Carry the flash-attn wheel and .gpu/tokenizer; set NANOSERVE_GIT_COMMIT.
 # $OUT gets decode_profile_<tag>.json, the two bench bundles and their logs.
 set -uo pipefail
@@ -11,15 +11,15 @@ nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl
 GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H100|H200|A100|L40S' | tr A-Z a-z)
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
-timeout 300 python3 scripts/gpu/decode_profile.py --out "$OUT" --tag "${GPU:-gpu}" >"$OUT/decode_profile.log" 2>&1
+timeout 200 python3 scripts/gpu/decode_profile.py --out "$OUT" --tag "${GPU:-gpu}" --lanes 256,64,1 >"$OUT/decode_profile.log" 2>&1
 echo "decode_profile: exit $? at ${SECONDS} s"
 for budget in default 16384; do
   args=""; [[ $budget == default ]] || args="--max-num-batched-tokens $budget"
   env OUT=/tmp/budget_$budget MODEL=/tmp/qwen3-0.6b CONFIG=qwen3-0.6b ENGINES=nanoserve RUNS=${RUNS:-3} \
-    WORKLOADS=random,prefill-bound NANOSERVE_TIMEOUT=150 TAG=${GPU:-gpu}-budget-$budget NANOSERVE_ARGS="$args" \
+    WORKLOADS=${WORKLOADS:-random,shared-prefix,high-churn,prefill-bound,latency} NANOSERVE_TIMEOUT=200 TAG=${GPU:-gpu}-budget-$budget NANOSERVE_ARGS="$args" \
     bash scripts/gpu/bench_all.sh >"$OUT/budget_$budget.out" 2>&1
   cp /tmp/budget_$budget/results.json "$OUT/budget_$budget.json" 2>/dev/null
-  echo "== budget $budget"; grep -v '^\[bench' "$OUT/budget_$budget.out" | tail -6
+  echo "== budget $budget"; grep -v '^\[bench' "$OUT/budget_$budget.out" | tail -9
 done
 tail -40 "$OUT/decode_profile.log"
 echo "decode_profile_call: ${SECONDS} s"
