@@ -95,6 +95,7 @@ class DecodeGraphRunner:
         self.graphs, self.head_graphs, self.batches = {}, {}, {}  # by bucket; head graphs by (bucket, all greedy)
         self.replays = 0  # decode steps replayed
         self.common = self.own = self.hidden = self.tokens = None
+        self.head_sampler = graph_sample  # what a head graph samples with (chapter 10 swaps in one kernel)
 
     # ---- the Executor protocol, delegated to the runner where graphs change nothing -------------
     @property
@@ -194,8 +195,8 @@ class DecodeGraphRunner:
 
         def head():
             logits = self.model.compute_logits(self.hidden[:rows])
-            picked = logits.argmax(-1) if greedy else graph_sample(logits, c["temperature"][:rows], c["greedy"][:rows],
-                                                                   generator)
+            picked = logits.argmax(-1) if greedy else self.head_sampler(logits, c["temperature"][:rows],
+                                                                        c["greedy"][:rows], generator)
             self.tokens[:rows].copy_(picked)
         return head
 
