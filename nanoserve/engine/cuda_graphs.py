@@ -194,10 +194,9 @@ class DecodeGraphRunner:
         c = self.common
 
         def head():
-            logits = self.model.compute_logits(self.hidden[:rows])
-            picked = logits.argmax(-1) if greedy else self.head_sampler(logits, c["temperature"][:rows],
-                                                                        c["greedy"][:rows], generator)
-            self.tokens[:rows].copy_(picked)
+            logits, sample = self.model.compute_logits(self.hidden[:rows]), self.head_sampler
+            self.tokens[:rows].copy_(logits.argmax(-1) if greedy else
+                                     sample(logits, c["temperature"][:rows], c["greedy"][:rows], generator))
         return head
 
     # ---- replay ----------------------------------------------------------------------------
