@@ -25,7 +25,7 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 def test_executor_table(monkeypatch, change, executor):
     """The runner alone, a GraphRunner over it, or the TP executor (stand-ins: nothing is loaded)."""
     config = SimpleNamespace(**{**dict(tensor_parallel_size=1, device=CPU, enforce_eager=False,
-                                       speculative_config=None), **change})
+                                       speculative_config=None, fused_kernels=False), **change})
     monkeypatch.setattr(selector, "build_runner", lambda c, m: SimpleNamespace(device=c.device, backend=None,
                                                                                  model=None))
     monkeypatch.setattr(selector, "graph_variants", lambda c, b: [])
@@ -33,6 +33,22 @@ def test_executor_table(monkeypatch, change, executor):
     got = selector.build_executor(config, None)
     kind = "tp" if got == "tp" else "graphs" if isinstance(got, GraphRunner) else "runner"
     assert kind == executor
+
+
+@pytest.mark.parametrize("fused", [True, False])
+def test_head_graphs_sample_in_one_kernel_when_the_layers_are_fused(monkeypatch, fused):
+    """Chapter 10's sampler goes into the graph runner by the rule that fuses the layers."""
+    from nanoserve.engine.cuda_graphs import graph_sample
+    from nanoserve.kernels import fused as fused_module
+    from nanoserve.kernels.sampling import sample_rows
+
+    config = SimpleNamespace(tensor_parallel_size=1, device=CUDA, enforce_eager=False, speculative_config=None,
+                             fused_kernels=fused)
+    monkeypatch.setattr(fused_module, "fused_kernels_available", lambda: True)
+    monkeypatch.setattr(selector, "build_runner", lambda c, m: SimpleNamespace(device=c.device, backend=None,
+                                                                                 model=None))
+    monkeypatch.setattr(selector, "graph_variants", lambda c, b: [])
+    assert selector.build_executor(config, None).head_sampler is (sample_rows if fused else graph_sample)
 
 
 @pytest.mark.parametrize("overlap, core", [(True, AsyncEngineCore), (False, EngineCore)])
