@@ -6,7 +6,7 @@ import types
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
 
-from nanoserve.kernels import fused
+from nanoserve.kernels import fused, sampling
 from nanoserve.model.qwen3 import Qwen3ForCausalLM
 from nanoserve.model.tiny import tiny_qwen3_config
 
@@ -88,4 +88,28 @@ def check_rotary_launch(rotary_launch) -> str:
     return f"Qwen3-0.6B masks {masked} of {block_h} tile rows ({masked / block_h:.0%})"
 
 
-CHECKS = {"10.1": check_fused_count, "10.2": check_rotary_launch}
+def _measured_sample_launch(rows, vocab) -> tuple:
+    """(grid, masked columns of the last chunk) of one real `sample_rows` call, its kernel replaced by a recorder."""
+    recorder, real = _Recorder(), sampling._sample_kernel
+    sampling._sample_kernel = lambda: recorder
+    try:
+        sampling.sample_rows(torch.zeros(rows, vocab), torch.ones(rows), torch.zeros(rows, dtype=torch.int32))
+    finally:
+        sampling._sample_kernel = real
+    (grid, meta), = recorder.launches
+    return tuple(grid), grid[1] * meta["CHUNK"] - vocab
+
+
+def check_sample_launch(sample_launch) -> str:
+    """10.4 (predict, then measure): the grid of one sample_rows call and the masked columns of each row's last chunk."""
+    for case in [(1, 151936), (256, 151936), (7, 49152), (3, 8192), (2, 100)]:
+        want, got = _measured_sample_launch(*case), sample_launch(*case)
+        if not isinstance(got, tuple) or len(got) != 2 or (tuple(got[0]), got[1]) != want:
+            raise AssertionError(f"sample_launch{case} = {got!r}, measured (grid, masked columns) {want}: read the grid "
+                                 "where `sample_rows` launches its kernel, and SAMPLE_CHUNK")
+    (rows, chunks), masked = _measured_sample_launch(256, 151936)
+    return (f"Qwen3 at 256 rows: {rows * chunks:,} programs, {masked:,} of each row's {chunks * sampling.SAMPLE_CHUNK:,} "
+            f"columns masked ({masked / (chunks * sampling.SAMPLE_CHUNK):.1%})")
+
+
+CHECKS = {"10.1": check_fused_count, "10.2": check_rotary_launch, "10.4": check_sample_launch}

@@ -26,8 +26,24 @@ def rotary_launch_query_heads_only(tokens, q_heads, k_heads, head_dim):
     return tokens, block_h, block_h - q_heads
 
 
-SOLUTIONS = {"10.1": kernels_after_fusion_on_cpu, "10.2": rotary_launch}
-WRONG = {"10.1": kernels_after_fusion_as_on_the_gpu, "10.2": rotary_launch_query_heads_only}
+def sample_launch(rows, vocab):
+    """One program per (row, chunk of SAMPLE_CHUNK columns); the last chunk of a row runs past the vocabulary."""
+    from nanoserve.kernels.sampling import SAMPLE_CHUNK
+
+    chunks = -(-vocab // SAMPLE_CHUNK)
+    return (rows, chunks), chunks * SAMPLE_CHUNK - vocab
+
+
+def sample_launch_rounding_down(rows, vocab):
+    """A typical mistake: whole chunks only, as if the columns past the last full chunk were dropped."""
+    from nanoserve.kernels.sampling import SAMPLE_CHUNK
+
+    return (rows, vocab // SAMPLE_CHUNK), 0
+
+
+SOLUTIONS = {"10.1": kernels_after_fusion_on_cpu, "10.2": rotary_launch, "10.4": sample_launch}
+WRONG = {"10.1": kernels_after_fusion_as_on_the_gpu, "10.2": rotary_launch_query_heads_only,
+         "10.4": sample_launch_rounding_down}
 
 EXPLANATIONS = {
     "10.3": """The fused launch writes bf16 rows at `slot * kv_heads * head_dim` of a contiguous

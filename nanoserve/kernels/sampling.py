@@ -4,7 +4,7 @@
 __all__ = ['SAMPLE_CHUNK', 'SAMPLE_BLOCK', 'sample_rows']
 
 
-# %% chapters/10_kernel_fusion.ipynb #c045
+# %% chapters/10_kernel_fusion.ipynb #c047
 import functools
 
 import torch
