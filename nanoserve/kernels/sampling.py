@@ -21,7 +21,7 @@ def _sample_kernel():
     @triton.jit
     def sample_kernel(logits_ptr, stride, temperature_ptr, greedy_ptr, seed_ptr, best_ptr, index_ptr, vocab,
                       chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
-        row, chunk = tl.program_id(0), tl.program_id(1)
+        row, chunk = tl.program_id(0).to(tl.int64), tl.program_id(1)  # 64-bit: rows x vocab may pass 2^31
         inv_t = 1.0 / tl.load(temperature_ptr + row)
         greedy = tl.load(greedy_ptr + row) != 0
         seed = tl.load(seed_ptr)
@@ -31,7 +31,7 @@ def _sample_kernel():
             cols = start + tl.arange(0, BLOCK)
             inside = cols < vocab
             x = tl.load(logits_ptr + row * stride + cols, mask=inside, other=float("-inf")).to(tl.float32)
-            u = tl.rand(seed, row * vocab + cols)
+            u = tl.rand(seed, (row * vocab + cols).to(tl.uint32))  # an element's own counter (mod 2^32)
             gumbel = -tl.log(tl.maximum(-tl.log(u), 1e-20))  # -log E, E = -log U ~ Exp(1)
             score = tl.where(inside, tl.where(greedy, x, x * inv_t + gumbel), float("-inf"))
             better = score > best  # strict: a lane keeps its first best column
