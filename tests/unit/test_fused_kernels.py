@@ -1,4 +1,5 @@
-"""Fused Triton kernels equal chapter 01's torch layers (Triton's CPU interpreter), and fuse_model keeps the weights.
+"""Fused Triton kernels equal chapter 01's torch layers (Triton's CPU interpreter), the one-pass sampler draws what it
+should, and fuse_model keeps the weights.
 
 Triton chooses interpreter or compiler once, at its first import, so the kernel tests run in a child
 pytest process started with TRITON_INTERPRET=1; the variable never reaches this process or other tests.
@@ -26,7 +27,7 @@ def test_kernels_under_triton_interpreter():
         pytest.skip("this is the child process")
     env = {**os.environ, "TRITON_INTERPRET": "1"}
     child = subprocess.run([sys.executable, "-m", "pytest", __file__, "-q", "-p", "no:cacheprovider",
-                            "-k", "interp_"], env=env, capture_output=True, text=True, timeout=300)
+                            "-k", "interp_"], env=env, capture_output=True, text=True, timeout=600)
     assert child.returncode == 0, child.stdout[-4000:] + child.stderr[-2000:]
     assert " passed" in child.stdout and "skipped" not in child.stdout.split("\n")[-2], child.stdout[-2000:]
 
@@ -140,6 +141,49 @@ def test_interp_empty_batch(fused):
     norm = _norm(8)
     assert fused.rms_norm(torch.empty(0, 8), norm.weight, norm.eps).shape == (0, 8)
     assert fused.silu_and_mul(torch.empty(0, 8)).shape == (0, 4)
+
+
+@pytest.fixture
+def sampling(monkeypatch):
+    from nanoserve.kernels import sampling
+
+    monkeypatch.setattr(sampling, "SAMPLE_CHUNK", 8)  # small chunks: the interpreter pays per program
+    monkeypatch.setattr(sampling, "SAMPLE_BLOCK", 4)
+    return sampling
+
+
+@interpreted
+def test_interp_greedy_rows_are_argmax(sampling):
+    torch.manual_seed(0)
+    logits = torch.randn(4, 37).to(torch.bfloat16)  # 37 columns: five chunks, the last one partly outside
+    logits[1, 5] = logits[1, 30] = logits[1].max() + 1  # equal maxima in two chunks: the first wins
+    logits[2, :] = float("-inf")
+    logits[2, 36] = 0.0  # the row's only finite logit sits in the last, partial chunk
+    got = sampling.sample_rows(logits, torch.ones(4), torch.ones(4, dtype=torch.int32))
+    assert got.tolist() == logits.argmax(dim=1).tolist() and got[1] == 5 and got[2] == 36
+    assert got.dtype == torch.int64
+
+
+@interpreted
+def test_interp_temperature_rows_follow_the_softmax(sampling):
+    base, temperature, n = torch.tensor([0.0, 1.0, -1.0, 2.0, 0.5, -3.0]), 0.8, 300
+    drawn = sampling.sample_rows(base.repeat(n, 1), torch.full((n,), temperature), torch.zeros(n, dtype=torch.int32),
+                                 torch.Generator().manual_seed(3))
+    freq = torch.bincount(drawn, minlength=6) / n
+    want = (base / temperature).softmax(dim=0)
+    assert float(((freq - want) ** 2 / want).sum() * n) < 20.5  # chi-square, 5 dof: p < 0.001 to fail by chance
+
+
+@interpreted
+def test_interp_sampler_mixes_greedy_and_hot_rows_and_repeats_a_seed(sampling):
+    logits = torch.tensor([[0.0, 5.0, 1.0, 4.9], [0.0, 5.0, 1.0, 4.9]])
+    greedy = torch.tensor([1, 0], dtype=torch.int32)
+    temps = torch.tensor([1.0, 100.0])  # a hot row: almost uniform
+    runs = [sampling.sample_rows(logits, temps, greedy, torch.Generator().manual_seed(s)).tolist() for s in range(12)]
+    assert all(r[0] == 1 for r in runs)  # the greedy row ignores its noise
+    assert len({r[1] for r in runs}) > 1  # the hot row does not
+    again = sampling.sample_rows(logits, temps, greedy, torch.Generator().manual_seed(5)).tolist()
+    assert again == runs[5]  # same generator state, same draw
 
 
 def test_bad_shapes_raise():

@@ -35,6 +35,17 @@ def test_executor_table(monkeypatch, change, executor):
     assert kind == executor
 
 
+def test_fused_kernels_on_needs_the_flag_cuda_and_triton(monkeypatch):
+    from nanoserve.kernels import fused
+
+    on, off = SimpleNamespace(fused_kernels=True), SimpleNamespace(fused_kernels=False)
+    monkeypatch.setattr(fused, "fused_kernels_available", lambda: True)
+    assert selector.fused_kernels_on(on, CUDA)
+    assert not selector.fused_kernels_on(on, CPU) and not selector.fused_kernels_on(off, CUDA)
+    monkeypatch.setattr(fused, "fused_kernels_available", lambda: False)
+    assert not selector.fused_kernels_on(on, CUDA)
+
+
 @pytest.mark.parametrize("fused", [True, False])
 def test_head_graphs_sample_in_one_kernel_when_the_layers_are_fused(monkeypatch, fused):
     """Chapter 10's sampler goes into the graph runner by the rule that fuses the layers."""
