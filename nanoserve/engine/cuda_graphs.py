@@ -95,7 +95,7 @@ class DecodeGraphRunner:
         self.graphs, self.head_graphs, self.batches = {}, {}, {}  # by bucket; head graphs by (bucket, all greedy)
         self.replays = 0  # decode steps replayed
         self.common = self.own = self.hidden = self.tokens = None
-        self.head_sampler = graph_sample  # what a head graph samples with (chapter 10 swaps in one kernel)
+        self.head_sampler = graph_sample  # what a head graph samples with; set before the capture (chapter 10's)
 
     # ---- the Executor protocol, delegated to the runner where graphs change nothing -------------
     @property

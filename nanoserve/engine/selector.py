@@ -79,7 +79,7 @@ def build_executor(config, model_config):
     from nanoserve.engine.graph_runner import GraphRunner  # chapter 12
 
     graphs = GraphRunner(runner, graph_variants(config, runner.backend))
-    if fused_kernels_on(config, runner.device):  # the head graphs sample in one kernel (chapter 10, section 7)
+    if fused_kernels_on(config, runner.device):  # the head graphs sample in one pass (chapter 10, section 7)
         from nanoserve.kernels.sampling import sample_rows
 
         graphs.head_sampler = sample_rows

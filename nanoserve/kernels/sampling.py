@@ -48,8 +48,10 @@ def sample_rows(logits: torch.Tensor, temperature: torch.Tensor, greedy: torch.T
     """`graph_sample` (chapter 09) in one pass over the logits: each row's argmax where `greedy`, else a draw from
     softmax(logits / temperature); capturable, its seed drawn on the device from `generator`."""
     rows, vocab = logits.shape
+    if logits.stride(1) != 1:
+        raise ValueError("sample_rows needs each row of logits contiguous")
     chunks = -(-vocab // SAMPLE_CHUNK)
-    seed = torch.randint(0, 2**31 - 1, (1,), device=logits.device, generator=generator)
+    seed = torch.randint(0, 2**62, (1,), device=logits.device, generator=generator)
     best = torch.empty(rows, chunks, dtype=torch.float32, device=logits.device)
     index = torch.empty(rows, chunks, dtype=torch.int32, device=logits.device)
     _sample_kernel()[(rows, chunks)](logits, logits.stride(0), temperature, greedy, seed, best, index, vocab, chunks,

@@ -27,8 +27,8 @@ from probe_timing import graph_us  # noqa: E402  (this script's folder)
 
 STEPS = 64
 KINDS = [("attention", r"flash|fmha|attn"), ("gemm", r"nvjet|gemm|cutlass|sm90_xmma|splitKreduce"),
-         ("norm", r"rms_norm"), ("rotary+store", r"rotary|store"), ("silu", r"silu"),
-         ("sampler", r"sample|argmax|exponential|softmax|reduce_kernel|topk|sort")]
+         ("norm", r"rms_norm"), ("rotary+store", r"rotary_kernel|store_kernel"), ("silu", r"silu"),
+         ("sampler", r"sample|ArgMax|SoftMax|DivFunctor|clamp|uniform_and_transform|direct_copy|topk|sort")]
 SHAPES = {"qkv": (4096, 1024), "o": (1024, 2048), "gate_up": (6144, 1024), "down": (1024, 3072),
           "lm_head": (151936, 1024)}
 CALLS_PER_STEP = {"qkv": 28, "o": 28, "gate_up": 28, "down": 28, "lm_head": 1}

@@ -32,7 +32,7 @@ def test_temperature_rows_follow_the_softmax(sampling):
     row = torch.full((VOCAB,), -30.0, device="cuda")
     hot = torch.tensor([3, 8191, 8192, 70000, 151935], device="cuda")  # chunk edges and the last column
     row[hot] = torch.tensor([1.0, 0.5, 0.0, -0.5, 1.5], device="cuda")
-    n, temperature = 40_000, 0.7
+    n, temperature = 20_000, 0.7  # more than 2^31 elements (64-bit row offsets), fewer than 2^32 (distinct counters)
     logits = row.to(torch.bfloat16).repeat(n, 1)
     drawn = sampling.sample_rows(logits, torch.full((n,), temperature, device="cuda"),
                                  torch.zeros(n, dtype=torch.int32, device="cuda"))

@@ -159,19 +159,23 @@ def test_interp_greedy_rows_are_argmax(sampling):
     logits[1, 5] = logits[1, 30] = logits[1].max() + 1  # equal maxima in two chunks: the first wins
     logits[2, :] = float("-inf")
     logits[2, 36] = 0.0  # the row's only finite logit sits in the last, partial chunk
+    logits[3, 12] = logits[3, 8] = logits[3, 17] = logits[3].max() + 1  # one chunk: the same lane twice, and another
     got = sampling.sample_rows(logits, torch.ones(4), torch.ones(4, dtype=torch.int32))
-    assert got.tolist() == logits.argmax(dim=1).tolist() and got[1] == 5 and got[2] == 36
+    assert got.tolist() == logits.argmax(dim=1).tolist() and got[1] == 5 and got[2] == 36 and got[3] == 8
     assert got.dtype == torch.int64
 
 
 @interpreted
 def test_interp_temperature_rows_follow_the_softmax(sampling):
-    base, temperature, n = torch.tensor([0.0, 1.0, -1.0, 2.0, 0.5, -3.0]), 0.8, 300
-    drawn = sampling.sample_rows(base.repeat(n, 1), torch.full((n,), temperature), torch.zeros(n, dtype=torch.int32),
-                                 torch.Generator().manual_seed(3))
-    freq = torch.bincount(drawn, minlength=6) / n
-    want = (base / temperature).softmax(dim=0)
-    assert float(((freq - want) ** 2 / want).sum() * n) < 20.5  # chi-square, 5 dof: p < 0.001 to fail by chance
+    base, n = torch.tensor([0.0, 1.0, -1.0, 2.0, 0.5]), 400
+    greedy = torch.zeros(n, dtype=torch.int32)
+    bins = lambda p: torch.stack([p[3], p[1], p[4], p[0] + p[2]])  # noqa: E731  (expected counts of 5 or more)
+    want = bins((base / 0.5).softmax(dim=0))
+    for t, ok in [(0.5, True), (1.0, False)]:  # the right temperature, and one the expectation does not use
+        drawn = sampling.sample_rows(base.repeat(n, 1), torch.full((n,), t), greedy, torch.Generator().manual_seed(3))
+        got = bins(torch.bincount(drawn, minlength=5) / n)
+        chi2 = float(((got - want) ** 2 / want).sum() * n)
+        assert (chi2 < 16.3) == ok, (t, chi2)  # chi-square, 3 degrees of freedom: 16.3 is p = 0.001
 
 
 @interpreted
