@@ -7,10 +7,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export OUT=${OUT:-/tmp/decode_profile}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H100|H200|A100|L40S' | tr A-Z a-z)
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
+source scripts/gpu/flash2_env.sh
 timeout 200 python3 scripts/gpu/decode_profile.py --out "$OUT" --tag "${GPU:-gpu}" --lanes 256,64,1 >"$OUT/decode_profile.log" 2>&1
 echo "decode_profile: exit $? at ${SECONDS} s"
 for budget in default 16384; do

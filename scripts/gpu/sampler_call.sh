@@ -5,10 +5,7 @@
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 export OUT=${OUT:-/tmp/sampler}; mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader
-python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl
-GPU=$(nvidia-smi --query-gpu=name --format=csv,noheader | head -1 | grep -oE 'H100|H200|A100|L40S' | tr A-Z a-z)
-export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0
+source scripts/gpu/flash2_env.sh
 timeout 200 python3 -m pytest -q -p no:cacheprovider tests/gpu/test_sampler_cuda.py >"$OUT/sampler_tests.log" 2>&1
 echo "sampler tests: $(tail -1 "$OUT/sampler_tests.log")"; grep -E "^(FAILED|ERROR)|Error" "$OUT/sampler_tests.log" | head -10
 timeout 240 python3 scripts/gpu/sampler_probe.py --out "$OUT" --tag "${GPU:-gpu}" >"$OUT/sampler_probe.log" 2>&1
