@@ -58,20 +58,21 @@ class _Recorder:
 
 
 @contextlib.contextmanager
-def _recording_rotary():
-    recorder, real = _Recorder(), fused._rotary_kernel
-    fused._rotary_kernel = lambda: recorder
+def _recording(module, builder: str):
+    """`module.<builder>()` hands out a recorder instead of the compiled kernel inside the block."""
+    recorder, real = _Recorder(), getattr(module, builder)
+    setattr(module, builder, lambda: recorder)
     try:
         yield recorder
     finally:
-        fused._rotary_kernel = real
+        setattr(module, builder, real)
 
 
 def _measured_rotary(tokens, q_heads, k_heads, head_dim) -> tuple:
     """(programs, BLOCK_H, masked rows) of one real `rotary` call, its kernel replaced by a recorder."""
     q, k = torch.randn(tokens, q_heads, head_dim), torch.randn(tokens, k_heads, head_dim)
     table = torch.randn(64, head_dim)
-    with _recording_rotary() as recorder:
+    with _recording(fused, "_rotary_kernel") as recorder:
         fused.rotary(torch.zeros(tokens, dtype=torch.int64), q, k, table, table)
     (grid, meta), = recorder.launches
     return grid[0], meta["BLOCK_H"], meta["BLOCK_H"] - q_heads - k_heads
@@ -90,12 +91,8 @@ def check_rotary_launch(rotary_launch) -> str:
 
 def _measured_sample_launch(rows, vocab) -> tuple:
     """(grid, masked columns of the last chunk) of one real `sample_rows` call, its kernel replaced by a recorder."""
-    recorder, real = _Recorder(), sampling._sample_kernel
-    sampling._sample_kernel = lambda: recorder
-    try:
+    with _recording(sampling, "_sample_kernel") as recorder:
         sampling.sample_rows(torch.zeros(rows, vocab), torch.ones(rows), torch.zeros(rows, dtype=torch.int32))
-    finally:
-        sampling._sample_kernel = real
     (grid, meta), = recorder.launches
     return tuple(grid), grid[1] * meta["CHUNK"] - vocab
 

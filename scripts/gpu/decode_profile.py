@@ -15,15 +15,14 @@ import re
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 import torch.nn.functional as F
-from torch.profiler import ProfilerActivity, profile
 
 sys.path.insert(0, str(Path(__file__).parent))
-from probe_timing import graph_us  # noqa: E402  (this script's folder)
+from probe_timing import decode_ms, graph_us  # noqa: E402  (this script's folder)
+from profile_steps import kernel_table, profiled  # noqa: E402
 
 STEPS = 64
 KINDS = [("attention", r"flash|fmha|attn"), ("gemm", r"nvjet|gemm|cutlass|sm90_xmma|splitKreduce"),
@@ -38,21 +37,9 @@ def kind_of(name: str) -> str:
     return next((k for k, pattern in KINDS if re.search(pattern, name, re.I)), "other")
 
 
-def kernel_totals(prof) -> dict:
-    """{kernel name: (calls, total ms)} of the CUDA kernels and copies a profile saw."""
-    return {e.key: (e.count, e.device_time_total / 1000) for e in prof.key_averages()
-            if e.device_time_total > 0 and e.device_type.name == "CUDA"}
-
-
-def profiled(llm, prompts, params) -> tuple:
-    """(kernel totals, wall s) of one generate call under the profiler."""
-    torch.cuda.synchronize()
-    with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
-        start = time.perf_counter()
-        llm.generate(prompts, params, use_tqdm=False)
-        torch.cuda.synchronize()
-        wall = time.perf_counter() - start
-    return kernel_totals(prof), wall
+def kernel_totals(llm, prompts, params) -> dict:
+    """{kernel name: (calls, total ms)} of one profiled generate call."""
+    return {name: (calls, ms) for name, calls, ms in kernel_table(profiled(llm, prompts, params)[0], top=None)[0]}
 
 
 def decode_phase(llm, lanes: int, context: int, bandwidth: float, seed: int) -> dict:
@@ -63,17 +50,8 @@ def decode_phase(llm, lanes: int, context: int, bandwidth: float, seed: int) -> 
     prompts = [{"prompt_token_ids": torch.randint(0, 10000, (context,), generator=g).tolist()} for _ in range(lanes)]
     one = SamplingParams(temperature=0.6, max_tokens=1, ignore_eos=True)
     many = SamplingParams(temperature=0.6, max_tokens=1 + STEPS, ignore_eos=True)
-    llm.generate(prompts, one, use_tqdm=False)  # the prompts into the prefix cache: later prefills are one token
-    llm.generate(prompts, many, use_tqdm=False)  # warm
-    walls = []
-    for _ in range(3):  # wall per decode step without the profiler
-        t0 = time.perf_counter()
-        llm.generate(prompts, one, use_tqdm=False)
-        t1 = time.perf_counter()
-        llm.generate(prompts, many, use_tqdm=False)
-        walls.append(((time.perf_counter() - t1) - (t1 - t0)) / STEPS * 1000)
-    base, _ = profiled(llm, prompts, one)
-    full, _ = profiled(llm, prompts, many)
+    walls = decode_ms(llm, prompts, 1 + STEPS, runs=3, temperature=0.6)  # the warm-up caches the prompts
+    base, full = kernel_totals(llm, prompts, one), kernel_totals(llm, prompts, many)
     per_kernel = {}
     for name, (calls, ms) in full.items():
         c0, m0 = base.get(name, (0, 0.0))

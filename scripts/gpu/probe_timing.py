@@ -32,11 +32,17 @@ TPOT_CONFIG = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16"
 
 def tpot_ms(llm, batch: int, prompt_len: int = PROMPT_LEN, out_len: int = OUT_LEN, runs: int = RUNS) -> list:
     """Decode ms per token, `runs` times: (time for out_len tokens - time for 1 token) / (out_len - 1)."""
+    prompts = [{"prompt_token_ids": [(7 * i + 13 * j) % 30000 + 100 for j in range(prompt_len)]} for i in range(batch)]
+    return decode_ms(llm, prompts, out_len, runs)
+
+
+def decode_ms(llm, prompts: list, out_len: int, runs: int, temperature: float = 0.0) -> list:
+    """tpot_ms's measurement for given prompts: after a warm-up that caches their prefixes, `runs` times
+    (time for out_len tokens - time for 1 token) / (out_len - 1), in ms."""
     from nanoserve import SamplingParams
 
-    prompts = [{"prompt_token_ids": [(7 * i + 13 * j) % 30000 + 100 for j in range(prompt_len)]} for i in range(batch)]
-    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=0.0)
-    many = SamplingParams(max_tokens=out_len, ignore_eos=True, temperature=0.0)
+    one = SamplingParams(max_tokens=1, ignore_eos=True, temperature=temperature)
+    many = SamplingParams(max_tokens=out_len, ignore_eos=True, temperature=temperature)
     llm.generate(prompts, many, use_tqdm=False)
     out = []
     for _ in range(runs):

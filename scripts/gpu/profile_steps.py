@@ -27,16 +27,22 @@ def kernel_table(prof, top=30):
     return rows[:top], sum(r[2] for r in rows)
 
 
-def phase(llm, name, prompts, params, results):
-    """Profile one generate call; print and keep its kernel table."""
-    stats = llm.engine.stats
-    steps = stats.num_steps
+def profiled(llm, prompts, params) -> tuple:
+    """(torch profile, wall s) of one generate call, the GPU drained before and after."""
     torch.cuda.synchronize()
     with profile(activities=[ProfilerActivity.CPU, ProfilerActivity.CUDA]) as prof:
         t = time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
         torch.cuda.synchronize()
         wall = time.perf_counter() - t
+    return prof, wall
+
+
+def phase(llm, name, prompts, params, results):
+    """Profile one generate call; print and keep its kernel table."""
+    stats = llm.engine.stats
+    steps = stats.num_steps
+    prof, wall = profiled(llm, prompts, params)
     n = stats.num_steps - steps
     rows, total = kernel_table(prof)
     print(f"\n== {name}: {n} steps, {wall * 1000 / n:.2f} ms wall per step, GPU kernels {total / n:.2f} ms per step")

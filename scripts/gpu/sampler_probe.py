@@ -21,7 +21,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from probe_timing import graph_us  # noqa: E402  (this script's folder)
+from probe_timing import decode_ms, graph_us  # noqa: E402  (this script's folder)
 
 VOCAB = 151936
 
@@ -58,16 +58,7 @@ def engine_arm(model: str, name: str, sampler) -> dict:
     assert llm.engine.executor.head_sampler is sampler
     g = torch.Generator().manual_seed(0)
     prompts = [{"prompt_token_ids": torch.randint(0, 10000, (592,), generator=g).tolist()} for _ in range(256)]
-    one = SamplingParams(temperature=0.6, max_tokens=1, ignore_eos=True)
-    many = SamplingParams(temperature=0.6, max_tokens=65, ignore_eos=True)
-    llm.generate(prompts, many, use_tqdm=False)
-    steps = []
-    for _ in range(3):
-        t0 = time.perf_counter()
-        llm.generate(prompts, one, use_tqdm=False)
-        t1 = time.perf_counter()
-        llm.generate(prompts, many, use_tqdm=False)
-        steps.append(((time.perf_counter() - t1) - (t1 - t0)) / 64 * 1000)
+    steps = decode_ms(llm, prompts, 65, runs=3, temperature=0.6)
     requests = make_workload("random")
     work = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
     params = [SamplingParams(temperature=0.6, max_tokens=r.max_tokens, ignore_eos=True) for r in requests]

@@ -15,6 +15,14 @@ from nanoserve.engine.scheduler import Scheduler
 CPU, CUDA = torch.device("cpu"), torch.device("cuda")
 
 
+@pytest.fixture
+def stand_ins(monkeypatch):
+    """build_executor's parts replaced: a runner that loads nothing, no graph variants."""
+    monkeypatch.setattr(selector, "build_runner", lambda c, m: SimpleNamespace(device=c.device, backend=None,
+                                                                                 model=None))
+    monkeypatch.setattr(selector, "graph_variants", lambda c, b: [])
+
+
 @pytest.mark.parametrize("change, executor", [
     (dict(tensor_parallel_size=2), "tp"),
     (dict(device=CUDA), "graphs"),
@@ -22,13 +30,10 @@ CPU, CUDA = torch.device("cpu"), torch.device("cuda")
     (dict(), "runner"),
     (dict(enforce_eager=True), "runner"),
 ])
-def test_executor_table(monkeypatch, change, executor):
+def test_executor_table(monkeypatch, stand_ins, change, executor):
     """The runner alone, a GraphRunner over it, or the TP executor (stand-ins: nothing is loaded)."""
     config = SimpleNamespace(**{**dict(tensor_parallel_size=1, device=CPU, enforce_eager=False,
                                        speculative_config=None, fused_kernels=False), **change})
-    monkeypatch.setattr(selector, "build_runner", lambda c, m: SimpleNamespace(device=c.device, backend=None,
-                                                                                 model=None))
-    monkeypatch.setattr(selector, "graph_variants", lambda c, b: [])
     monkeypatch.setattr(tp, "TensorParallelExecutor", lambda c, m: "tp")
     got = selector.build_executor(config, None)
     kind = "tp" if got == "tp" else "graphs" if isinstance(got, GraphRunner) else "runner"
@@ -47,7 +52,7 @@ def test_fused_kernels_on_needs_the_flag_cuda_and_triton(monkeypatch):
 
 
 @pytest.mark.parametrize("fused", [True, False])
-def test_head_graphs_sample_in_one_kernel_when_the_layers_are_fused(monkeypatch, fused):
+def test_head_graphs_sample_in_one_pass_when_the_layers_are_fused(monkeypatch, stand_ins, fused):
     """Chapter 10's sampler goes into the graph runner by the rule that fuses the layers."""
     from nanoserve.engine.cuda_graphs import graph_sample
     from nanoserve.kernels import fused as fused_module
@@ -56,9 +61,6 @@ def test_head_graphs_sample_in_one_kernel_when_the_layers_are_fused(monkeypatch,
     config = SimpleNamespace(tensor_parallel_size=1, device=CUDA, enforce_eager=False, speculative_config=None,
                              fused_kernels=fused)
     monkeypatch.setattr(fused_module, "fused_kernels_available", lambda: True)
-    monkeypatch.setattr(selector, "build_runner", lambda c, m: SimpleNamespace(device=c.device, backend=None,
-                                                                                 model=None))
-    monkeypatch.setattr(selector, "graph_variants", lambda c, b: [])
     assert selector.build_executor(config, None).head_sampler is (sample_rows if fused else graph_sample)
 
 
