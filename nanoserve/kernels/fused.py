@@ -141,12 +141,13 @@ def _rotary_kernel():
                        k_out_ptr + (row * n_k_heads + h - n_q_heads) * 2 * HALF) + d
         mask = (h < n_q_heads + n_k_heads) & (d < HALF)
         if STORE:  # v's heads ride on the key rows of the tile; slot -1 (a padding lane) writes nowhere
-            kv_row = mask & ~is_q & (row >= 0)
+            live = (h * 0 + row) >= 0  # tile-shaped: Triton's CPU interpreter refuses a scalar inside a mask
+            kv_row = mask & ~is_q & live
             v_src = v_ptr + token * v_stride_t + (h - n_q_heads) * v_stride_h + d
             v_dst = v_out_ptr + (row * n_k_heads + h - n_q_heads) * 2 * HALF + d
             tl.store(v_dst, tl.load(v_src, mask=kv_row), mask=kv_row)
             tl.store(v_dst + HALF, tl.load(v_src + HALF, mask=kv_row), mask=kv_row)
-            mask = mask & (is_q | (row >= 0))
+            mask = mask & (is_q | live)
         x1 = tl.load(src, mask=mask, other=0.0)
         x2 = tl.load(src + HALF, mask=mask, other=0.0)
         dt = x1.dtype
