@@ -10,7 +10,7 @@ import functools
 import torch
 
 SAMPLE_CHUNK = 8192  # vocabulary columns per program: one row still spreads over many programs
-SAMPLE_BLOCK = 1024  # columns a program reads per iteration (a multiple of 4)
+SAMPLE_BLOCK = 1024  # columns a program reads per iteration
 
 
 @functools.cache
@@ -25,28 +25,21 @@ def _sample_kernel():
         inv_t = 1.0 / tl.load(temperature_ptr + row)
         greedy = tl.load(greedy_ptr + row) != 0
         seed = tl.load(seed_ptr)
-        k = tl.arange(0, 4)[:, None]  # a 4 x BLOCK/4 tile: row k takes the k-th of each Philox call's numbers
-        j = tl.arange(0, BLOCK // 4)[None, :]
-        best = tl.full((4, BLOCK // 4), float("-inf"), tl.float32)
-        where = tl.zeros((4, BLOCK // 4), tl.int32)
+        best = tl.full((BLOCK,), float("-inf"), tl.float32)
+        where = tl.zeros((BLOCK,), tl.int32)
         for start in range(chunk * CHUNK, chunk * CHUNK + CHUNK, BLOCK):
-            cols = start + k * (BLOCK // 4) + j
+            cols = start + tl.arange(0, BLOCK)
             inside = cols < vocab
             x = tl.load(logits_ptr + row * stride + cols, mask=inside, other=float("-inf")).to(tl.float32)
-            # one counter per four elements, unique within a step to 2^34 (padded) elements
-            counter = ((row * chunks * CHUNK + start) // 4 + tl.arange(0, BLOCK // 4)).to(tl.uint32)
-            u0, u1, u2, u3 = tl.rand4x(seed, counter)
-            u = tl.where(k == 0, u0[None, :], tl.where(k == 1, u1[None, :], tl.where(k == 2, u2[None, :], u3[None, :])))
-            # -log E with E = -log U ~ Exp(1), in base-2 logarithms (one hardware instruction each on a GPU)
-            gumbel = -0.6931471805599453 * tl.log2(tl.maximum(-0.6931471805599453 * tl.log2(u), 1e-20))
+            u = tl.rand(seed, (row * vocab + cols).to(tl.uint32))  # an element's own counter (mod 2^32)
+            gumbel = -tl.log(tl.maximum(-tl.log(u), 1e-20))  # -log E, E = -log U ~ Exp(1)
             score = tl.where(inside, tl.where(greedy, x, x * inv_t + gumbel), float("-inf"))
             better = score > best  # strict: a lane keeps its first best column
             best = tl.where(better, score, best)
             where = tl.where(better, cols, where)
-        top = tl.max(tl.max(best, axis=1), axis=0)
+        top = tl.max(best, axis=0)
         tl.store(best_ptr + row * chunks + chunk, top)
-        first = tl.min(tl.min(tl.where(best == top, where, vocab), axis=1), axis=0)
-        tl.store(index_ptr + row * chunks + chunk, first)
+        tl.store(index_ptr + row * chunks + chunk, tl.min(tl.where(best == top, where, vocab), axis=0))
 
     return sample_kernel
 

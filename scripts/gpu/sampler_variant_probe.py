@@ -1,10 +1,12 @@
-"""The one-pass sampler before and after four numbers per Philox call (chapter 10, section 7), on a GPU.
+"""Chapter 10's one-pass sampler against a variant of it (another version of its module), on a GPU.
 
-Run ON THE GPU MACHINE from the repository root, with the earlier kernel's module as a file:
-    git show f699d9f:nanoserve/kernels/sampling.py > /tmp/sampling_before.py
-    python scripts/gpu/rand4x_probe.py --before /tmp/sampling_before.py [--out DIR] [--tag h100]
-Both kernels on bf16 logits of Qwen3's vocabulary at 1, 8, 64 and 256 rows, T = 0.6, each in a CUDA graph over 4
-logits buffers, in turn A B A B; greedy rows checked equal to argmax. Writes rand4x_<tag>.json and prints a table.
+Run ON THE GPU MACHINE from the repository root; chapter 10's recorded run timed the tree of f699d9f (labelled
+tl.rand) against the four-numbers-per-Philox-call kernel of 9f5af32 (tl.rand4x):
+    git show f699d9f:nanoserve/kernels/sampling.py > /tmp/a.py; git show 9f5af32:nanoserve/kernels/sampling.py > /tmp/b.py
+    python scripts/gpu/sampler_variant_probe.py --arm tl.rand=/tmp/a.py --arm tl.rand4x=/tmp/b.py [--out DIR] [--tag h200]
+(an arm without a file, --arm NAME, is this tree's sampler). Each arm on bf16 logits of Qwen3's vocabulary at 1, 8,
+64 and 256 rows, T = 0.6, in a CUDA graph over 4 logits buffers, arms in turn, twice; greedy rows checked equal to
+argmax. Writes sampler_variants_<tag>.json and prints a table.
 """
 import argparse
 import importlib.util
@@ -30,23 +32,24 @@ def load_module(path: str):
 
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
-    parser.add_argument("--before", required=True)
+    parser.add_argument("--arm", action="append", required=True, help="NAME=FILE, or NAME for this tree's sampler")
     parser.add_argument("--out", default=".")
     parser.add_argument("--tag", default="gpu")
     args = parser.parse_args()
     from nanobench.provenance import collect_provenance, command_line, utc_now
     from nanoserve.kernels import sampling
 
-    arms = {"tl.rand": load_module(args.before).sample_rows, "tl.rand4x": sampling.sample_rows}
+    arms = {name: load_module(path).sample_rows if path else sampling.sample_rows
+            for name, _, path in (a.partition("=") for a in args.arm)}
     torch.manual_seed(0)
     rows_out = []
     for rows in (1, 8, 64, 256):
         logits = [torch.randn(rows, VOCAB, device="cuda").to(torch.bfloat16) * 3 for _ in range(4)]
         temps, greedy = torch.full((rows,), 0.6, device="cuda"), torch.zeros(rows, dtype=torch.int32, device="cuda")
         ones = torch.ones(rows, dtype=torch.int32, device="cuda")
-        row = {"rows": rows, "us": {name: [] for name in arms}}
+        row = {"rows": rows, "us": {name: [] for name in arms}, "greedy_equals_argmax": {}}
         for name, fn in arms.items():
-            row[f"greedy_equals_argmax_{name}"] = torch.equal(fn(logits[0], temps, ones), logits[0].argmax(dim=1))
+            row["greedy_equals_argmax"][name] = torch.equal(fn(logits[0], temps, ones), logits[0].argmax(dim=1))
         for _ in range(2):
             for name, fn in arms.items():
                 row["us"][name].append(graph_us([lambda x=x, fn=fn: fn(x, temps, greedy) for x in logits]))
@@ -54,17 +57,16 @@ def main():
         print(f"rows {rows:3d}: " + ", ".join(f"{n} {statistics.median(v):6.1f} µs" for n, v in row["us"].items()),
               flush=True)
     result = {"date": utc_now(), "command": command_line(sys.argv), "provenance": collect_provenance(),
-              "config": {"vocab": VOCAB, "temperature": 0.6, "before": "nanoserve f699d9f's sample_rows (tl.rand)",
+              "config": {"vocab": VOCAB, "temperature": 0.6, "arms": args.arm,
                          "timing": "a CUDA graph of one call per logits buffer (4), replayed 20 times; arms in turn, "
                                    "twice"},
               "kernels": rows_out}
     Path(args.out).mkdir(parents=True, exist_ok=True)
-    Path(args.out, f"rand4x_{args.tag}.json").write_text(json.dumps(result, indent=1))
-    print("\nrows | tl.rand µs | tl.rand4x µs | greedy exact")
+    Path(args.out, f"sampler_variants_{args.tag}.json").write_text(json.dumps(result, indent=1))
+    print("\nrows | " + " | ".join(f"{name} µs" for name in arms) + " | greedy exact")
     for r in rows_out:
-        print(f"{r['rows']:4d} | {' · '.join(f'{x:.1f}' for x in r['us']['tl.rand']):>12} | "
-              f"{' · '.join(f'{x:.1f}' for x in r['us']['tl.rand4x']):>12} | "
-              f"{r['greedy_equals_argmax_tl.rand'] and r['greedy_equals_argmax_tl.rand4x']}")
+        print(f"{r['rows']:4d} | " + " | ".join(" · ".join(f"{x:.1f}" for x in r["us"][name]) for name in arms)
+              + f" | {all(r['greedy_equals_argmax'].values())}")
 
 
 if __name__ == "__main__":
