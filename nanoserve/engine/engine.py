@@ -4,6 +4,7 @@ __all__ = ['check_request_id', 'request_id_list', 'LLMEngine']
 
 
 # %% chapters/A5_engine_front_end.ipynb #c047
+import gc
 from concurrent.futures import ThreadPoolExecutor
 
 from nanoserve.engine.arg_utils import EngineArgs
@@ -62,6 +63,7 @@ class LLMEngine:
             from nanoserve.engine.flash4_compile import compile_in_background
 
             self.kernel_compile = compile_in_background(config, self.model_config)
+        gc.freeze()  # the start-up heap lives as long as the process: full collections stop walking it (section 4)
 
     @classmethod
     def from_args(cls, model, **kwargs) -> "LLMEngine":
