@@ -1,4 +1,4 @@
-"""An LLM's resources end with it: shutdown(), `with LLM(...)`, and plain `del` free the engine at once."""
+"""An LLM's resources end with it: shutdown(), `with LLM(...)` and plain `del` free the engine at once."""
 import gc
 import os
 import weakref
@@ -99,3 +99,24 @@ def test_shutdown_stops_the_executor(checkpoint):
     executor.shutdown = lambda: (calls.append(1), original())
     llm.shutdown()
     assert calls == [1]
+
+
+def test_the_start_up_heap_is_frozen_and_later_garbage_still_collected(checkpoint):
+    gc.unfreeze()  # whatever an earlier engine of this process froze
+    llm = build(checkpoint)
+    assert gc.get_freeze_count() > len(gc.get_objects())  # a full collection walks only what came after the start
+    gone = weakref.WeakValueDictionary()
+
+    class Node:
+        pass
+
+    node = Node()
+    node.self = node  # a cycle made after the freeze: only the cycle collector frees it
+    gone["node"] = node
+    del node
+    gc.collect()
+    assert "node" not in gone
+    probe = weakref.ref(llm.engine.core)
+    assert llm.generate(PROMPT, GREEDY, use_tqdm=False)[0].outputs[0].token_ids
+    del llm
+    assert probe() is None  # frozen objects are still freed by reference counting
