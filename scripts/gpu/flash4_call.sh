@@ -37,6 +37,7 @@ if [[ "$1" == bench ]]; then
     --configs "${CONFIGS:-flash4}" --runs "${RUNS:-5}" --budget-s "${BUDGET:-90}" 2>"$OUT/ablation_stderr.log"
   echo "ablation: exit $?"; du -sh "$XDG_CACHE_HOME"/nanoserve/flash4 2>/dev/null
 elif [[ "$1" == test ]]; then
+  nvidia-smi -L  # the suites' logs do not name the card
   for site in ${TEST_SITES:-WITH_FA4 ONLY_FA2}; do
     echo "== GPU suite, $site"
     PYTHONPATH=${!site} timeout "${TEST_LIMIT:-260}" python3 -m pytest -q -p no:cacheprovider tests/gpu \

@@ -40,7 +40,7 @@ class CollectorClock:
 def main():
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("--out", default=".")
-    parser.add_argument("--tag", default="h200")
+    parser.add_argument("--tag", default="gpu")
     parser.add_argument("--blocks", type=int, default=4)
     parser.add_argument("--churn-runs", type=int, default=4)
     args = parser.parse_args()
@@ -87,8 +87,8 @@ def main():
     result = {"date": utc_now(), "command": command_line(sys.argv), "provenance": collect_provenance(),
               "config": {"model": "random weights, exact Qwen3-0.6B shapes", "temperature": 0.6,
                          "engine": "defaults, gpu_memory_utilization 0.8, max_model_len 4096",
-                         "arms": "frozen: as LLM() leaves it (gc.freeze() at the end of LLMEngine's construction); "
-                                 "thawed: gc.unfreeze()", "order": "blocks alternate, frozen first"},
+                         "arms": "frozen: gc.freeze() at the start of the block (what LLM() froze, plus what earlier "
+                                 "blocks left alive); thawed: gc.unfreeze()", "order": "blocks alternate, frozen first"},
               "frozen_at_start": frozen_at_start, "blocks": blocks}
     Path(args.out).mkdir(parents=True, exist_ok=True)
     Path(args.out, f"gc_freeze_{args.tag}.json").write_text(json.dumps(result, indent=1))

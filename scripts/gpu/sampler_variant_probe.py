@@ -24,6 +24,7 @@ VOCAB = 151936
 
 
 def load_module(path: str):
+    """A version of nanoserve/kernels/sampling.py, imported from its file."""
     spec = importlib.util.spec_from_file_location("sampling_before", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -39,8 +40,10 @@ def main():
     from nanobench.provenance import collect_provenance, command_line, utc_now
     from nanoserve.kernels import sampling
 
-    arms = {name: load_module(path).sample_rows if path else sampling.sample_rows
-            for name, _, path in (a.partition("=") for a in args.arm)}
+    named = [a.partition("=") for a in args.arm]
+    if len({name for name, _, _ in named}) < len(named):
+        raise SystemExit(f"each --arm needs a name of its own, got {args.arm}")
+    arms = {name: load_module(path).sample_rows if path else sampling.sample_rows for name, _, path in named}
     torch.manual_seed(0)
     rows_out = []
     for rows in (1, 8, 64, 256):
