@@ -15,6 +15,8 @@
 #                                                       phases of a first start and a warm one (flash-attn 2)
 #   PART=b OUT=$OUT bash scripts/gpu/three_engines.sh   vLLM with its defaults (FlashAttention 3), then vLLM with
 #                                                       flash-attn 2 on the long-prompt workload (FA2=0 skips it)
+# Pass one SESSION=<UTC timestamp> to both parts: each bench_all.sh call otherwise starts a session of its own, and the
+# harness's helpers (nanobench.results) pair engines only within one session.
 # Each part leaves one bundle of every engine's results, $OUT/three_engines_<part>.json (`python -m nanobench
 # unpack`), and one log, $OUT/three_engines_<part>.log (the device returns at most eight files), and prints its table
 # last; the per-engine folders move to /tmp/three_engines_runs.
