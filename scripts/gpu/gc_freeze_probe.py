@@ -21,7 +21,8 @@ class CollectorClock:
     """Wall time inside the cycle collector, per generation, from gc.callbacks."""
 
     def __init__(self):
-        self.ms, self.count, self._start = {0: 0.0, 1: 0.0, 2: 0.0}, {0: 0, 1: 0, 2: 0}, None
+        self._start, self.ms, self.count = None, {}, {}
+        self.take()
         gc.callbacks.append(self)
 
     def __call__(self, phase, info):
@@ -32,7 +33,8 @@ class CollectorClock:
             self.count[info["generation"]] += 1
 
     def take(self) -> dict:
-        out = {"ms": dict(self.ms), "collections": dict(self.count)}
+        """What was counted since the last take, and start again from zero."""
+        out = {"ms": self.ms, "collections": self.count}
         self.ms, self.count = {0: 0.0, 1: 0.0, 2: 0.0}, {0: 0, 1: 0, 2: 0}
         return out
 
@@ -45,26 +47,24 @@ def main():
     parser.add_argument("--churn-runs", type=int, default=4)
     args = parser.parse_args()
     from nanobench.provenance import collect_provenance, command_line, utc_now
+    from nanobench.engines import make_engine
     from nanobench.workloads import make_workload, redraw_ids
-    from nanoserve import LLM, SamplingParams
     from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
 
     model = str(make_checkpoint_from_config(QWEN3_0_6B_CONFIG, Path(tempfile.mkdtemp()) / "q", with_tokenizer=False))
-    llm = LLM(model, skip_tokenizer_init=True, max_model_len=4096, gpu_memory_utilization=0.8)
+    engine = make_engine("nanoserve", model, {"skip_tokenizer_init": True, "max_model_len": 4096,
+                                               "gpu_memory_utilization": 0.8})
     frozen_at_start = gc.get_freeze_count()
     clock = CollectorClock()
     work = {name: make_workload(name) for name in ("high-churn", "random")}
 
     def run(name: str, seed: int) -> dict:
-        requests = redraw_ids(work[name], seed=seed)
-        prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-        params = [SamplingParams(temperature=0.6, max_tokens=r.max_tokens, ignore_eos=True) for r in requests]
-        llm.reset_prefix_cache()
-        clock.take()
+        prepared = engine.prepare(redraw_ids(work[name], seed=seed), 0.6)
+        engine.reset_prefix_cache()
+        clock.take()  # the collector's time during generate alone, not during the prepare
         t0 = time.perf_counter()
-        out = llm.generate(prompts, params, use_tqdm=False)
+        tokens = sum(engine.run(prepared))
         wall = time.perf_counter() - t0
-        tokens = sum(len(o.outputs[0].token_ids) for o in out)
         return {"workload": name, "wall_s": wall, "tok_s": tokens / wall, "collector": clock.take(),
                 "tracked": len(gc.get_objects())}
 
@@ -83,7 +83,7 @@ def main():
         print(f"{arm}: high-churn " + " ".join(f"{r['tok_s']:,.0f}" for r in runs[:-1])
               + f" tok/s (gen-2 ms " + " ".join(f"{r['collector']['ms'][2]:.0f}" for r in runs[:-1])
               + f"); random {runs[-1]['tok_s']:,.0f} tok/s (gen-2 ms {runs[-1]['collector']['ms'][2]:.0f})", flush=True)
-    llm.shutdown()
+    engine.llm.shutdown()
     result = {"date": utc_now(), "command": command_line(sys.argv), "provenance": collect_provenance(),
               "config": {"model": "random weights, exact Qwen3-0.6B shapes", "temperature": 0.6,
                          "engine": "defaults, gpu_memory_utilization 0.8, max_model_len 4096",

@@ -1,5 +1,7 @@
-"""Helpers shared by the GPU probes: kernels replayed in a CUDA graph, an engine's decode time per token, the random
-Qwen3-0.6B checkpoint, and the result file with its provenance."""
+"""Helpers shared by the GPU probes: kernels replayed in a CUDA graph, samplers timed on Qwen3's logits, an engine's
+decode time per token and workload throughput, the random Qwen3-0.6B checkpoint, and the result file with its
+provenance."""
+import statistics
 import time
 
 import torch
@@ -23,6 +25,38 @@ def graph_us(calls: list, reps: int = 20) -> float:
     end.record()
     torch.cuda.synchronize()
     return start.elapsed_time(end) * 1000 / reps / len(calls)
+
+
+QWEN3_VOCAB = 151936
+
+
+def sampler_rows(arms: dict, reps: int = 1) -> list:
+    """Samplers `arms` {name: fn(logits, temperature, greedy)} on bf16 logits of Qwen3's vocabulary at 1, 8, 64 and
+    256 rows, T = 0.6: per row count, µs per call (`graph_us` over 4 logits buffers, arms in turn, `reps` times) and
+    whether greedy rows equal argmax."""
+    out = []
+    for rows in (1, 8, 64, 256):
+        logits = [torch.randn(rows, QWEN3_VOCAB, device="cuda").to(torch.bfloat16) * 3 for _ in range(4)]
+        temps, greedy = torch.full((rows,), 0.6, device="cuda"), torch.zeros(rows, dtype=torch.int32, device="cuda")
+        ones = torch.ones(rows, dtype=torch.int32, device="cuda")
+        row = {"rows": rows, "us": {name: [] for name in arms},
+               "greedy_equals_argmax": {name: torch.equal(fn(logits[0], temps, ones), logits[0].argmax(dim=1))
+                                        for name, fn in arms.items()}}
+        for _ in range(reps):
+            for name, fn in arms.items():
+                row["us"][name].append(graph_us([lambda x=x, fn=fn: fn(x, temps, greedy) for x in logits]))
+        out.append(row)
+        print(f"rows {rows:3d}: " + ", ".join(f"{n} {statistics.median(v):6.1f} µs" for n, v in row["us"].items())
+              + f", greedy exact {all(row['greedy_equals_argmax'].values())}", flush=True)
+    return out
+
+
+def workload_tok_s(engine, requests, temperature: float) -> float:
+    """Output tok/s of one generate call over nanobench `requests` on a nanobench engine (its own prepare and run)."""
+    prepared = engine.prepare(requests, temperature)
+    start = time.perf_counter()
+    tokens = sum(engine.run(prepared))
+    return tokens / (time.perf_counter() - start)
 
 
 PROMPT_LEN, OUT_LEN, RUNS = 128, 256, 5  # tpot_ms's defaults
@@ -57,7 +91,6 @@ def decode_ms(llm, prompts: list, out_len: int, runs: int, temperature: float = 
 def engine_row(llm, name: str, prompts: list, **notes) -> tuple:
     """(row, greedy tokens) of one engine in a probe: its attention classes and backend, TPOT at batch 1, 8 and
     32 (printed as they come), and 64 greedy tokens for each of `prompts` (lists of token ids)."""
-    import statistics
 
     from nanoserve import SamplingParams
 

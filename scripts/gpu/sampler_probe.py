@@ -15,62 +15,49 @@ import json
 import statistics
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from probe_timing import decode_ms, graph_us  # noqa: E402  (this script's folder)
-
-VOCAB = 151936
+from probe_timing import QWEN3_VOCAB, decode_ms, sampler_rows, workload_tok_s  # noqa: E402  (this script's folder)
 
 
 def kernel_rows(sample_rows, graph_sample) -> list:
-    rows_out = []
-    for rows in (1, 8, 64, 256):
-        logits = [torch.randn(rows, VOCAB, device="cuda").to(torch.bfloat16) * 3 for _ in range(4)]
-        temps, greedy = torch.full((rows,), 0.6, device="cuda"), torch.zeros(rows, dtype=torch.int32, device="cuda")
-        ones = torch.ones(rows, dtype=torch.int32, device="cuda")
-        exact = torch.equal(sample_rows(logits[0], temps, ones), logits[0].argmax(dim=1))
-        row = {"rows": rows, "greedy_equals_argmax": exact,
-               "graph_sample_us": graph_us([lambda x=x: graph_sample(x, temps, greedy, None) for x in logits]),
-               "one_kernel_us": graph_us([lambda x=x: sample_rows(x, temps, greedy) for x in logits])}
-        row["bf16_read_floor_us"] = rows * VOCAB * 2 / 3.0e12 * 1e6  # at 3 TB/s, for scale
-        rows_out.append(row)
-        print(f"rows {rows:3d}: graph_sample {row['graph_sample_us']:7.1f} µs, one kernel {row['one_kernel_us']:6.1f} µs,"
-              f" greedy exact {exact}", flush=True)
-    return rows_out
+    """Both samplers, one timing each; rows in the shape chapter 10 reads."""
+    timed = sampler_rows({"graph_sample": lambda x, t, g: graph_sample(x, t, g, None), "one kernel": sample_rows})
+    return [{"rows": r["rows"], "greedy_equals_argmax": r["greedy_equals_argmax"]["one kernel"],
+             "graph_sample_us": r["us"]["graph_sample"][0], "one_kernel_us": r["us"]["one kernel"][0],
+             "bf16_read_floor_us": r["rows"] * QWEN3_VOCAB * 2 / 3.0e12 * 1e6}  # at 3 TB/s, for scale
+            for r in timed]
 
 
 def engine_arm(model: str, name: str, sampler) -> dict:
     """Build an LLM whose head graphs sample with `sampler`; a decode step at 256 lanes and the random workload."""
     import nanoserve.kernels.sampling as sampling
+    from nanobench.engines import make_engine
     from nanobench.workloads import make_workload
-    from nanoserve import LLM, SamplingParams
 
     real = sampling.sample_rows
     sampling.sample_rows = sampler  # build_executor imports it from the module while it builds
     try:
-        llm = LLM(model, skip_tokenizer_init=True, max_model_len=4096, gpu_memory_utilization=0.8)
+        engine = make_engine("nanoserve", model, {"skip_tokenizer_init": True, "max_model_len": 4096,
+                                                   "gpu_memory_utilization": 0.8})
     finally:
         sampling.sample_rows = real
+    llm = engine.llm
     assert llm.engine.executor.head_sampler is sampler
     g = torch.Generator().manual_seed(0)
     prompts = [{"prompt_token_ids": torch.randint(0, 10000, (592,), generator=g).tolist()} for _ in range(256)]
     steps = decode_ms(llm, prompts, 65, runs=3, temperature=0.6)
     requests = make_workload("random")
-    work = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-    params = [SamplingParams(temperature=0.6, max_tokens=r.max_tokens, ignore_eos=True) for r in requests]
-    llm.generate(work[:8], params[:8], use_tqdm=False)
+    workload_tok_s(engine, requests[:8], 0.6)  # warm-up
     tok_s = []
     for _ in range(2):
         llm.reset_prefix_cache()
-        t0 = time.perf_counter()
-        out = llm.generate(work, params, use_tqdm=False)
-        tok_s.append(sum(len(o.outputs[0].token_ids) for o in out) / (time.perf_counter() - t0))
+        tok_s.append(workload_tok_s(engine, requests, 0.6))
     llm.shutdown()
-    del llm
+    del llm, engine
     gc.collect()
     torch.cuda.empty_cache()
     print(f"{name:>12}: decode step at 256 lanes {statistics.median(steps):.3f} ms; random "
@@ -94,7 +81,7 @@ def main():
     arms = [engine_arm(model, name, fn) for name, fn in
             [("graph_sample", graph_sample), ("one kernel", sample_rows)] * 2]
     result = {"date": utc_now(), "command": command_line(sys.argv), "provenance": collect_provenance(),
-              "config": {"model": "random weights, exact Qwen3-0.6B shapes", "temperature": 0.6, "vocab": VOCAB,
+              "config": {"model": "random weights, exact Qwen3-0.6B shapes", "temperature": 0.6, "vocab": QWEN3_VOCAB,
                          "kernels": "a CUDA graph of one call per logits buffer (4), replayed 20 times",
                          "engine": "defaults, gpu_memory_utilization 0.8, arms built in turn A B A B",
                          "decode_step": "256 cached prompts of 592 tokens: (t(65 tokens) - t(1 token)) / 64, 3 times",

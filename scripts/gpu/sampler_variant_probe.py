@@ -18,9 +18,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from probe_timing import graph_us  # noqa: E402  (this script's folder)
-
-VOCAB = 151936
+from probe_timing import QWEN3_VOCAB, sampler_rows  # noqa: E402  (this script's folder)
 
 
 def load_module(path: str):
@@ -45,22 +43,9 @@ def main():
         raise SystemExit(f"each --arm needs a name of its own, got {args.arm}")
     arms = {name: load_module(path).sample_rows if path else sampling.sample_rows for name, _, path in named}
     torch.manual_seed(0)
-    rows_out = []
-    for rows in (1, 8, 64, 256):
-        logits = [torch.randn(rows, VOCAB, device="cuda").to(torch.bfloat16) * 3 for _ in range(4)]
-        temps, greedy = torch.full((rows,), 0.6, device="cuda"), torch.zeros(rows, dtype=torch.int32, device="cuda")
-        ones = torch.ones(rows, dtype=torch.int32, device="cuda")
-        row = {"rows": rows, "us": {name: [] for name in arms}, "greedy_equals_argmax": {}}
-        for name, fn in arms.items():
-            row["greedy_equals_argmax"][name] = torch.equal(fn(logits[0], temps, ones), logits[0].argmax(dim=1))
-        for _ in range(2):
-            for name, fn in arms.items():
-                row["us"][name].append(graph_us([lambda x=x, fn=fn: fn(x, temps, greedy) for x in logits]))
-        rows_out.append(row)
-        print(f"rows {rows:3d}: " + ", ".join(f"{n} {statistics.median(v):6.1f} µs" for n, v in row["us"].items()),
-              flush=True)
+    rows_out = sampler_rows(arms, reps=2)
     result = {"date": utc_now(), "command": command_line(sys.argv), "provenance": collect_provenance(),
-              "config": {"vocab": VOCAB, "temperature": 0.6, "arms": args.arm,
+              "config": {"vocab": QWEN3_VOCAB, "temperature": 0.6, "arms": args.arm,
                          "timing": "a CUDA graph of one call per logits buffer (4), replayed 20 times; arms in turn, "
                                    "twice"},
               "kernels": rows_out}
