@@ -153,7 +153,7 @@ def check_prompt_ids(ids, vocab_size: int) -> list:
         raise ValueError("prompt_token_ids must not be empty")
     for t in ids:  # the common case in one pass: twice as fast as set(map(type, ids)) plus min() and max()
         if type(t) is not int or not 0 <= t < vocab_size:
-            break  # the loop below names the culprit (and lets numpy's ints through)
+            break  # the loop below names the culprit
     else:
         return list(ids)
     for t in ids:
