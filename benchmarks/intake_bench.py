@@ -30,8 +30,8 @@ def main(argv=None) -> dict:
     from nanoserve import LLM, SamplingParams
     from nanoserve.model.tiny import make_tiny_checkpoint
 
-    model = make_tiny_checkpoint(Path(tempfile.mkdtemp()) / "tiny")
-    llm = LLM(model, dtype="float32", skip_tokenizer_init=True)
+    with tempfile.TemporaryDirectory() as tmp:  # the weights are loaded by the constructor; the files can go
+        llm = LLM(make_tiny_checkpoint(Path(tmp) / "tiny"), dtype="float32", skip_tokenizer_init=True, device="cpu")
     vocab = llm.engine.input_processor.vocab_size
     requests = make_workload(args.workload, max_token_id=vocab - 1, seed=0)
     prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]

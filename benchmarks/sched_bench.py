@@ -126,6 +126,8 @@ def churn_run(repeats: int = 5, out=None) -> dict:
         steps[0], t0 = 0, time.perf_counter()
         llm.generate(prompts, params, use_tqdm=False)
         per_step.append(1e6 * (time.perf_counter() - t0) / steps[0])
+    if engine.core.executor.num_eager_steps:  # the stub was bypassed: the numbers would include the model
+        raise RuntimeError("the real model forward ran; the stub no longer replaces ModelRunner.forward")
     result = {"workload": "high-churn", "requests": len(requests), "steps": steps[0], "repeats": repeats,
               "us_per_step": round(statistics.median(per_step)), "us_per_step_runs": [round(x) for x in per_step],
               "command": "python benchmarks/sched_bench.py --churn", "date": utc_now(),

@@ -23,7 +23,9 @@
 # Writes into $OUT: vllm_client/<engine>-rate<R>.json (vLLM's result files), nanobench-nanoserve-rate<R>.json,
 # summary.md (the table printed last), percentile_check.json, provenance.json, run.log, nanoserve_server.log,
 # vllm_server.log.
-# Budget: about 7 minutes (vLLM's server takes ~100 s to answer; each client run starts in ~15 s). Every step has a
+# Budget: about 7 minutes (vLLM's server takes ~100 s to answer; each client run starts in ~15 s), plus, with
+# flash-attn-4 stashed, a first nanoserve start and its background compile (up to 300 s on empty caches: on a fresh
+# machine, ENGINES=nanoserve and ENGINES=vllm in two calls fit the 10-minute limit). Every step has a
 # timeout; servers are stopped by process group (SIGINT, then SIGKILL).
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -92,13 +94,17 @@ if ls .gpu/serve/*.whl >/dev/null 2>&1 && [ ! -d "$VLLM_SITE/uvicorn" ]; then
   python3 -m pip install -q --no-index --no-deps --no-compile --target "$VLLM_SITE" .gpu/serve/*.whl >>"$LOG" 2>&1 \
     || say "WARNING: the serving wheels did not install (see $LOG)"
 fi
-if [ -f /root/stash/fa4/cu13.name ]; then  # flash-attn-4 stashed: nanoserve's default attention on Hopper
-  source scripts/gpu/install_flash4.sh >>"$LOG" 2>&1 || { say "WARNING: flash-attn-4 did not install"; WITH_FA4=/tmp/site; }
-else
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >>"$LOG" 2>&1
+install_flash2() {  # the kit's flash-attn 2 (and .gpu/wheels) into /tmp/site
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >>"$LOG" 2>&1 \
+    || say "WARNING: flash-attn 2 did not install (nanoserve runs without it, slower)"
   WITH_FA4=/tmp/site
+}
+if [ -f /root/stash/fa4/cu13.name ]; then  # flash-attn-4 stashed: nanoserve's default attention on Hopper
+  source scripts/gpu/install_flash4.sh >>"$LOG" 2>&1 || { say "WARNING: flash-attn-4 did not install"; install_flash2; }
+else
+  install_flash2
 fi
-FLASH_SITE=${FLASH_SITE:-$WITH_FA4}
+FLASH_SITE=${FLASH_SITE:-$WITH_FA4}; export FLASH_SITE
 if [ ! -d "$VLLM_SITE/vllm" ]; then say "ERROR: vLLM is not installed in $VLLM_SITE: its client is what this script runs"; exit 1; fi
 for mod in fastapi starlette uvicorn h11 httptools pydantic pydantic_core annotated_types typing_inspection \
            anyio sniffio httpx httpcore idna certifi click prometheus_client; do  # borrow only what the system python lacks
@@ -126,8 +132,11 @@ if [ ! -f "$MODEL/tokenizer.json" ]; then
   say "ERROR: $MODEL has no tokenizer.json and vLLM's client needs one: put the files in $TOKENIZER_DIR"; exit 1
 fi
 
-PYTHONPATH="$FLASH_SITE:$PYTHONPATH" python3 -c "from nanoserve.engine.selector import attention_backends as a; \
-print('nanoserve attention (auto picks):', next(iter(a())))" 2>&1 | tee -a "$LOG"
+attention_picked() {  # what 'auto' picks for this model now (flash4 only once its kernels are compiled here)
+  PYTHONPATH="$FLASH_SITE:$PYTHONPATH" python3 -c "import sys; from nanoserve.model.loader import load_config; \
+from nanoserve.engine.selector import attention_backends as a; print(next(iter(a(load_config(sys.argv[1])))))" "$MODEL" \
+    2>>"$LOG" || echo unknown
+}
 for ENGINE in $ENGINES; do
   case $ENGINE in
     nanoserve)
@@ -143,11 +152,12 @@ for ENGINE in $ENGINES; do
         start_nanoserve "$OUT/nanoserve_first_start.log"
         wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_first_start.log"
         stop_server
+        sleep 2  # the compile process takes its lock just after it starts
         PYTHONPATH="$FLASH_SITE:$PYTHONPATH" timeout 300 python3 -c \
-          "from nanoserve.engine.flash4_compile import wait_for_compile as w; w()"
-        say "nanoserve: background compile done"
+          "from nanoserve.engine.flash4_compile import wait_for_compile as w; w()" || say "WARNING: compile wait: exit $?"
       fi
-      say "nanoserve serve: start (port $NANO_PORT)"
+      SERVED_ATTENTION=$(attention_picked); export SERVED_ATTENTION
+      say "nanoserve serve: start (port $NANO_PORT), attention: $SERVED_ATTENTION"
       start_nanoserve "$OUT/nanoserve_server.log"
       if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
         vllm_client nanoserve "$NANO_PORT"
@@ -209,13 +219,14 @@ if nb.exists() and f"nanoserve-rate{nb_rate}" in runs:
         f"{s} {x}: vllm {v[f'{s}_{x}_ms']:.2f} / nanobench {m[f'{x}_ms'][s]:.2f}"
         for x in ("ttft", "tpot") for s in ("median", "p99")))
 PY
+summary_status=${PIPESTATUS[0]}
 # provenance: the machine, the packages each server ran with, the commands (no host names)
 PYTHONPATH="$FLASH_SITE:$VLLM_SITE:$PYTHONPATH" python3 - "$OUT" <<'PY'
 import json, os, pathlib, sys
 from nanobench.provenance import collect_provenance, environment, utc_now
 out = pathlib.Path(sys.argv[1])
-keys = ("MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN", "NANOBENCH_RATE", "MAX_MODEL_LEN",
-        "GPU_UTIL", "ENGINES", "NANOSERVE_ARGS", "VLLM_ARGS")
+keys = ("SERVED_ATTENTION", "FLASH_SITE", "MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN",
+        "NANOBENCH_RATE", "MAX_MODEL_LEN", "GPU_UTIL", "ENGINES", "NANOSERVE_ARGS", "VLLM_ARGS")
 (out / "provenance.json").write_text(json.dumps({
     "what": "nanoserve serve and vllm serve, one after the other on one random-weight Qwen3-0.6B, each driven by "
             "vllm bench serve; then nanobench's client once against nanoserve",
@@ -223,3 +234,4 @@ keys = ("MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN", "N
     "config": {k: os.environ.get(k) for k in keys}, "environment": environment(),
     "logs": sorted(p.name for p in out.glob("*.log"))}, indent=1) + "\n")
 PY
+exit "$summary_status"
