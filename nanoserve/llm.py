@@ -195,9 +195,9 @@ def _as_params_list(params, n: int, default=SamplingParams) -> list:
         raise TypeError(f"sampling_params must be a SamplingParams or a list of them, got {type(params).__name__}")
     if len(params) != n:
         raise ValueError(f"got {len(params)} SamplingParams for {n} prompts: pass one, or one per prompt")
-    bad = next((p for p in params if not isinstance(p, SamplingParams)), None)
-    if bad is not None:
-        raise TypeError(f"sampling_params must hold SamplingParams, got {type(bad).__name__}")
+    bad = [p for p in params if not isinstance(p, SamplingParams)]  # (a None among them is bad too)
+    if bad:
+        raise TypeError(f"sampling_params must hold SamplingParams, got {type(bad[0]).__name__}")
     return list(params)
 
 

@@ -81,7 +81,7 @@ class SamplingParams:
     """Per-request generation settings, with vLLM's names, meanings and edge values; checked on creation."""
 
     n: int = field(1, Rule("int", ge=1, help="completions per prompt"))
-    temperature: float = field(1.0, Rule("float", ge=0.0, lt=float("inf"), note="(0 = greedy)"))
+    temperature: float = field(1.0, Rule("float", ge=0.0, le=3.4e38, note="(0 = greedy; the top is float32's largest)"))
     top_p: float = field(1.0, Rule("float", gt=0.0, le=1.0))
     top_k: int = field(0, Rule("int", ge=-1, note="(0 or -1 = off)"))
     min_p: float = field(0.0, Rule("float", ge=0.0, le=1.0))

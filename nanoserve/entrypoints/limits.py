@@ -126,9 +126,10 @@ class DoorRoute(APIRoute):
 def check_request(req: GenerateRequest, limits: ServerLimits, engine) -> None:
     """Bounds of the parsed request: n (--max-n), logprobs (--max-logprobs), max_tokens (max_model_len),
     n x max_tokens (the KV cache)."""
-    n, param = req.params.n, "n"
+    n, param = req.params.n * max(len(req.prompts), 1), "n"  # every prompt of a request gets n choices
+    asked = f"n={req.params.n}" if len(req.prompts) <= 1 else f"{len(req.prompts)} prompts x n={req.params.n}"
     if n > limits.max_n:
-        raise RequestError(f"n={n} is more than this server allows ({limits.max_n}, its --max-n)", param)
+        raise RequestError(f"{asked} is more than this server allows ({limits.max_n}, its --max-n)", param)
     check_logprobs(req, engine.config.max_logprobs)
     capacity = engine.block_manager.num_blocks * engine.config.block_size
     if req.max_tokens_given:
@@ -137,7 +138,7 @@ def check_request(req: GenerateRequest, limits: ServerLimits, engine) -> None:
             raise RequestError(f"{field}={per_choice} cannot be greater than max_model_len=max_total_tokens={limit}. "
                                f"Please request fewer output tokens. (parameter={field}, value={per_choice})", field)
         if n * per_choice > capacity:
-            raise RequestError(f"n={n} choices of up to {per_choice} tokens need more KV than this server's "
+            raise RequestError(f"{asked} choices of up to {per_choice} tokens need more KV than this server's "
                                f"whole cache holds ({capacity} tokens): lower n or max_tokens", param)
     for prompt in req.prompts:
         if isinstance(prompt, str):

@@ -145,6 +145,13 @@ class Function(Body):
     description: str | None = None
     parameters: dict | None = None  # a JSON schema of the arguments
 
+    @field_validator("parameters")
+    @classmethod
+    def _named_schemas(cls, schema):  # tool_choice lifts every tool's "$defs" to the root: each must be an object
+        if schema is not None and not isinstance(schema.get("$defs", {}), dict):
+            raise ValueError('"$defs" must be an object of named schemas')
+        return schema
+
 
 class Tool(Body):
     type: Literal["function"] = "function"

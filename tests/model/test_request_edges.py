@@ -54,3 +54,29 @@ def test_allowed_tokens_are_the_only_tokens_drawn_when_something_is_left(llm):
     out = llm.generate("Count", params, use_tqdm=False)[0].outputs[0]
     assert set(out.token_ids) <= {5, 9, EOS}
     assert out.token_ids[:3] == [9, 9, 9]  # before min_tokens only the non-stopping token remains
+
+
+def test_absurd_n_and_logprobs_beyond_the_vocabulary_are_refused_at_the_door(llm):
+    slots = 128 * 4  # the fixture's num_kv_blocks x block_size
+    with pytest.raises(ValueError, match=f"n={slots + 1} is more completions .* token slots \\({slots}\\)"):
+        llm.generate("Count", SamplingParams(n=slots + 1, temperature=1.0, max_tokens=1), use_tqdm=False)
+    with pytest.raises(ValueError, match=r"n=1180591620717411303424 is more"):  # 2**70: refused, not built
+        llm.generate("Count", SamplingParams(n=2**70, temperature=1.0, max_tokens=1), use_tqdm=False)
+    assert_still_usable(llm)
+
+
+def test_logprobs_beyond_the_vocabulary_are_refused_when_max_logprobs_is_unbounded(tmp_path):
+    path = make_tiny_checkpoint(tmp_path / "m", seed=3, max_position_embeddings=128)  # vocabulary of 512
+    llm = LLM(path, device="cpu", skip_tokenizer_init=True, block_size=4, num_kv_blocks=64, max_logprobs=-1)
+    for field in ("logprobs", "prompt_logprobs"):
+        with pytest.raises(ValueError, match=f"{field}=600 is more than the vocabulary \\(512 tokens\\)"):
+            llm.generate([1, 2, 3], SamplingParams(max_tokens=2, **{field: 600}), use_tqdm=False)
+    out = llm.generate([1, 2, 3], SamplingParams(max_tokens=2, logprobs=512), use_tqdm=False)[0].outputs[0]
+    assert len(out.logprobs[0]) == 512  # the whole vocabulary is still allowed
+    assert not llm.engine.has_unfinished_requests()
+
+
+def test_a_none_among_the_sampling_params_is_refused(llm):
+    with pytest.raises(TypeError, match="must hold SamplingParams, got NoneType"):
+        llm.generate(["Count", "Count"], [SamplingParams(max_tokens=2), None], use_tqdm=False)
+    assert_still_usable(llm)

@@ -69,6 +69,24 @@ def test_n_and_max_tokens_are_bounded_by_the_configured_limits(small):
     assert post(small.url, "/v1/completions", {**sampled, "n": 4}).status_code == 200
 
 
+def test_every_prompt_of_a_request_counts_towards_max_n(small):
+    """--max-n bounds the choices of a request, not of each prompt: 3 prompts x n=2 are 6 choices."""
+    sampled = {**COMPLETION, "temperature": 1.0}
+    error = assert_error(post(small.url, "/v1/completions", {**sampled, "prompt": ["a", "b", "c"], "n": 2}), 400, "n")
+    assert "3 prompts x n=2" in error["message"]
+    assert post(small.url, "/v1/completions", {**sampled, "prompt": ["a", "b"], "n": 2}).status_code == 200
+
+
+@pytest.mark.parametrize("defs", [[1], "x", None])
+def test_a_tool_whose_defs_are_not_an_object_is_a_400(server, defs):
+    tool = {"type": "function", "function": {"name": "f", "parameters": {"type": "object", "$defs": defs}}}
+    for stream in (False, True):
+        body = {**CHAT, "tools": [tool], "tool_choice": "required", "stream": stream}
+        error = assert_error(post(server, "/v1/chat/completions", body), 400)
+        assert "$defs" in error["message"]
+    assert post(server, "/v1/chat/completions", CHAT).status_code == 200
+
+
 def test_a_body_over_the_limit_is_a_413(small):
     r = post(small.url, "/v1/completions", {**COMPLETION, "prompt": "x" * 300_000})
     assert_error(r, 413)

@@ -27,6 +27,21 @@ def test_a_tiny_top_p_keeps_the_most_likely_token(top_p):
         assert tokens.tolist() == logits.argmax(dim=-1).tolist()
 
 
+@pytest.mark.parametrize("temperature", [3.5e38, 1e39, math.inf])
+def test_a_temperature_beyond_float32_is_refused(temperature):
+    with pytest.raises(ValueError, match="temperature must be in"):
+        SamplingParams(temperature=temperature)
+
+
+def test_the_hottest_temperature_keeps_banned_tokens_banned():
+    """At the bound, logits / T stays finite where they were and -inf where a rule banned a token."""
+    logits = torch.randn(2, 50, generator=torch.Generator().manual_seed(0))
+    logits[:, :48] = -math.inf  # only tokens 48 and 49 remain, as allowed_token_ids would leave them
+    tokens = Sampler(torch.Generator().manual_seed(0))(logits, [SamplingParams(temperature=3.4e38, seed=s)
+                                                                for s in range(2)])
+    assert set(tokens.tolist()) <= {48, 49}
+
+
 @pytest.mark.parametrize("penalty", [1e-320, 1e-6, 0.0, -1.0, 1e6, 1e300, math.inf])
 def test_repetition_penalty_outside_float32_safe_range_is_rejected(penalty):
     with pytest.raises(ValueError, match="repetition_penalty"):
