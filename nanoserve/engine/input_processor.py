@@ -238,8 +238,8 @@ class InputProcessor:
             if k > self.vocab_size:
                 raise ValueError(f"{name}={k} is more than the vocabulary ({self.vocab_size} tokens); -1 asks for all")
         slots = self.num_kv_blocks * self.config.block_size  # n beyond max_num_seqs runs in waves, but not this many
-        if params.n > slots:
-            raise ValueError(f"n={params.n} is more completions than this engine's KV cache has token slots ({slots})")
+        if not 1 <= params.n <= slots:  # (checked again here: a SamplingParams can be edited after it was made)
+            raise ValueError(f"n={params.n} must be at least 1 and at most this engine's KV token slots ({slots})")
         if self.tokenizer is None and (params.stop or params.bad_words):
             what = "stop strings" if params.stop else "bad_words"
             raise ValueError(f"{what} need a tokenizer, but this engine has none (skip_tokenizer_init=True)")

@@ -58,10 +58,14 @@ def test_allowed_tokens_are_the_only_tokens_drawn_when_something_is_left(llm):
 
 def test_absurd_n_and_logprobs_beyond_the_vocabulary_are_refused_at_the_door(llm):
     slots = 128 * 4  # the fixture's num_kv_blocks x block_size
-    with pytest.raises(ValueError, match=f"n={slots + 1} is more completions .* token slots \\({slots}\\)"):
+    with pytest.raises(ValueError, match=f"n={slots + 1} must be .* at most .* token slots \\({slots}\\)"):
         llm.generate("Count", SamplingParams(n=slots + 1, temperature=1.0, max_tokens=1), use_tqdm=False)
-    with pytest.raises(ValueError, match=r"n=1180591620717411303424 is more"):  # 2**70: refused, not built
+    with pytest.raises(ValueError, match=r"n=1180591620717411303424 must be"):  # 2**70: refused, not built
         llm.generate("Count", SamplingParams(n=2**70, temperature=1.0, max_tokens=1), use_tqdm=False)
+    edited = SamplingParams(temperature=1.0, max_tokens=1)
+    edited.n = 0  # a dataclass checks its fields when made; the door checks n again (zero completions never finish)
+    with pytest.raises(ValueError, match="n=0 must be at least 1"):
+        llm.generate("Count", edited, use_tqdm=False)
     assert_still_usable(llm)
 
 
