@@ -157,7 +157,7 @@ class GrammarConstraint:
         """Feed the matcher the output tokens it has not seen."""
         for token in output_ids[self.consumed:]:
             if not self.broken and not self.matcher.is_stopped() and not self.matcher.consume_token(token):
-                self.broken = True
+                self.broken = not self.matcher.is_error()  # a failed matcher still masks: only end-of-sequence
         self.consumed = len(output_ids)
 
     def mask(self, output_ids: list) -> torch.Tensor | None:

@@ -127,6 +127,16 @@ def test_rules_whose_masks_fight_the_grammar_are_refused_when_made(llm, clash):
     assert out.text in ("red", "blue") and out.finish_reason == "stop"
 
 
+def test_a_grammar_that_fails_half_way_ends_the_output_instead_of_freeing_it(llm):
+    """a{1000000} compiles, then outgrows llguidance's lexer: the output stops, as a prefix of the grammar."""
+    params = [spec_params(StructuredOutputsParams(regex="a{1000000}"), temperature=t, max_tokens=12, seed=1)
+              for t in (0.0, 1.0)]
+    for out in llm.generate([PROMPT] * 2, params, use_tqdm=False):
+        c = out.outputs[0]
+        assert c.text and set(c.text) == {"a"} and c.finish_reason == "stop", (c.text, c.finish_reason)
+    assert not llm.engine.has_unfinished_requests()
+
+
 def test_a_spec_must_check_the_params_it_rides_on():
     class CompileOnly:
         def compile(self, tokenizer, vocab_size):
