@@ -42,7 +42,7 @@ def _logit_bias(name: str, bias) -> dict:
         raise TypeError(f"{name} must be a dict {{token_id: bias}}, got {bias!r}")
     out = {}
     for t, b in bias.items():
-        t = int(t) if isinstance(t, str) and t.lstrip("-").isdigit() else t
+        t = int(t) if isinstance(t, str) and t.isascii() and t.lstrip("-").isdigit() else t  # JSON's "5", not "٣"
         if not is_int(t) or t < 0:
             raise TypeError(f"{name} keys must be non-negative token ids, got {t!r}")
         out[t] = min(max(check_field(f"{name}[{t}]", b, Rule("float")), -100.0), 100.0)

@@ -42,6 +42,13 @@ def test_the_hottest_temperature_keeps_banned_tokens_banned():
     assert set(tokens.tolist()) <= {48, 49}
 
 
+def test_logit_bias_keys_are_ascii_digits_or_ints():
+    assert SamplingParams(logit_bias={"5": 1.0, 7: -2.0}).logit_bias == {5: 1.0, 7: -2.0}
+    for key in ("\u0663", "\uff15", " 5", "5.0"):  # Arabic-Indic three, fullwidth five: digits to str.isdigit
+        with pytest.raises(TypeError, match="logit_bias keys"):
+            SamplingParams(logit_bias={key: 1.0})
+
+
 @pytest.mark.parametrize("penalty", [1e-320, 1e-6, 0.0, -1.0, 1e6, 1e300, math.inf])
 def test_repetition_penalty_outside_float32_safe_range_is_rejected(penalty):
     with pytest.raises(ValueError, match="repetition_penalty"):
