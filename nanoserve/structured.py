@@ -7,10 +7,13 @@ __all__ = ['SPEC_FIELDS', 'GRAMMAR_CONFLICTS', 'StructuredOutputsParams', 'guida
 # %% chapters/17_structured_outputs.ipynb #c012
 import copy
 import json
+import logging
 import weakref
 from dataclasses import dataclass
 
 import torch
+
+logger = logging.getLogger(__name__)
 
 SPEC_FIELDS = ("json", "json_object", "regex", "choice", "grammar")
 # SamplingParams fields whose own masks fight the grammar's: once no token satisfies both, the grammar breaks
@@ -84,7 +87,7 @@ class StructuredOutputsParams:
             text = self.grammar_text()
         except (ValueError, TypeError) as err:  # llguidance's own parse errors
             raise ValueError(f"structured_outputs: {err}") from None
-        matcher = LLMatcher(guidance_tokenizer(tokenizer, vocab_size), text)
+        matcher = LLMatcher(guidance_tokenizer(tokenizer, vocab_size), text, log_level=0)  # errors: ours to report
         if matcher.is_error():
             raise ValueError(f"structured_outputs: {matcher.get_error()}")
         return GrammarConstraint(matcher, vocab_size)
@@ -155,9 +158,13 @@ class GrammarConstraint:
 
     def advance(self, output_ids: list) -> None:
         """Feed the matcher the output tokens it has not seen."""
-        for token in output_ids[self.consumed:]:
+        for position, token in enumerate(output_ids[self.consumed:], start=self.consumed + 1):
             if not self.broken and not self.matcher.is_stopped() and not self.matcher.consume_token(token):
                 self.broken = not self.matcher.is_error()  # a failed matcher still masks: only end-of-sequence
+                if not self.broken:
+                    why = self.matcher.get_error().splitlines()[0]
+                    logger.warning("structured_outputs: the grammar failed at output token %d (%s); only "
+                                   "end-of-sequence is allowed from here", position, why)
         self.consumed = len(output_ids)
 
     def mask(self, output_ids: list) -> torch.Tensor | None:
