@@ -15,6 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # run from anywhere: nanobench sits at the root
 
+from nanobench.engines import NanoserveEngine  # noqa: E402
 from nanobench.provenance import collect_provenance, command_line, utc_now  # noqa: E402
 from nanobench.workloads import make_workload  # noqa: E402
 
@@ -27,16 +28,14 @@ def main(argv=None) -> dict:
     ap.add_argument("--out", type=Path)
     args = ap.parse_args(argv)
 
-    from nanoserve import LLM, SamplingParams
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     with tempfile.TemporaryDirectory() as tmp:  # the weights are loaded by the constructor; the files can go
-        llm = LLM(make_tiny_checkpoint(Path(tmp) / "tiny"), dtype="float32", skip_tokenizer_init=True, device="cpu")
-    vocab = llm.engine.input_processor.vocab_size
-    requests = make_workload(args.workload, max_token_id=vocab - 1, seed=0)
-    prompts = [{"prompt_token_ids": list(r.prompt_token_ids)} for r in requests]
-    params = [SamplingParams(temperature=0.0, max_tokens=r.max_tokens, ignore_eos=True) for r in requests]
-    engine, router = llm.engine, llm._router
+        bench = NanoserveEngine(make_tiny_checkpoint(Path(tmp) / "tiny"),
+                                dict(dtype="float32", skip_tokenizer_init=True, device="cpu"))
+    engine, router = bench.llm.engine, bench.llm._router
+    requests = make_workload(args.workload, max_token_id=engine.input_processor.vocab_size - 1, seed=0)
+    prompts, params = bench.prepare(requests, temperature=0.0)  # as the harness hands them to generate
     check_ms, queue_ms = [], []
     for _ in range(args.repeats):
         t0 = time.perf_counter()
