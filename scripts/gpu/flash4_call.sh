@@ -11,6 +11,13 @@
 #   bash scripts/gpu/flash4_call.sh test      the same carry; the GPU suite with flash-attn-4 on the path ('auto'
 #                                             picks it), then without it (flash-attn 2); TEST_SITES=ONLY_FA2 runs the
 #                                             second alone and needs nothing stashed
+#   bash scripts/gpu/flash4_call.sh start     the same carry plus .gpu/tokenizer and BEFORE (default
+#                                             .gpu/before_import, `git archive COMMIT nanoserve` with COMMIT in it):
+#                                             flash-attn-4's import alone (flash4_import_probe.py), then starts of the
+#                                             tree before and this tree in turn with flash-attn-4 on the path
+#                                             (startup_order.sh; its first start, on empty caches, is a fresh
+#                                             machine's first process when this is the first run call), and two
+#                                             starts on flash-attn 2 alone
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 S=/root/stash/fa4; mkdir -p "$S"
@@ -23,6 +30,7 @@ else
   source scripts/gpu/install_flash4.sh || exit 1
 fi
 ONLY_FA2=/tmp/site:$PWD
+FA4_SITE=$WITH_FA4  # the packages alone, without this tree
 WITH_FA4=$WITH_FA4:$PWD
 export PYTHONUNBUFFERED=1 MPLBACKEND=Agg NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 PYTHONPATH=$WITH_FA4 python3 -c "from nanoserve.engine.selector import attention_backends as a; print('auto picks:', next(iter(a())))"
@@ -36,6 +44,12 @@ if [[ "$1" == bench ]]; then
   PYTHONPATH=$WITH_FA4 timeout -k 10 "${LIMIT:-330}" python3 scripts/gpu/ablation.py --model "$MODEL" --out "$OUT" \
     --configs "${CONFIGS:-flash4}" --runs "${RUNS:-5}" --budget-s "${BUDGET:-90}" 2>"$OUT/ablation_stderr.log"
   echo "ablation: exit $?"; du -sh "$XDG_CACHE_HOME"/nanoserve/flash4 2>/dev/null
+elif [[ "$1" == start ]]; then
+  PYTHONPATH=$WITH_FA4 timeout 200 python3 scripts/gpu/flash4_import_probe.py "$OUT/flash4_import.json" "${REPS:-3}" \
+    2>&1 | tail -4
+  SITE=$FA4_SITE BEFORE=${BEFORE:-.gpu/before_import} BEFORE_LABEL=${BEFORE_LABEL:-library-import} \
+    AFTER_LABEL=${AFTER_LABEL:-marks-skipped} FA2_REF=${FA2_REF:-2} NO_TOKENIZER=0 OUT=$OUT \
+    timeout "${LIMIT:-420}" bash scripts/gpu/startup_order.sh 2>&1 | tail -22
 elif [[ "$1" == test ]]; then
   nvidia-smi -L  # the suites' logs do not name the card
   for site in ${TEST_SITES:-WITH_FA4 ONLY_FA2}; do

@@ -160,11 +160,13 @@ def main() -> None:
     llm = LLM(args.model, **{"gpu_memory_utilization": 0.9, **engine_args})
     constructor_s = time.time() - t
     ready_s = time.time() - LAUNCHED
-    dynamo = "torch._dynamo" in sys.modules  # imported by a torch.library custom op's first call (chapter 08)
-    llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=2), use_tqdm=False)
+    dynamo = "torch._dynamo" in sys.modules  # a torch.library custom op's first call (chapter 08) or a decorator loads it
+    first = llm.generate([{"prompt_token_ids": [1, 2, 3]}], SamplingParams(max_tokens=16, temperature=0.0),
+                         use_tqdm=False)
     first_s = time.time() - LAUNCHED
     graphs = getattr(getattr(llm.llm_engine, "core", None), "executor", None)
-    result = {"label": args.label, "engine_args": engine_args, "warm_up": args.warm_up, "pre_imports_s": pre_imports,
+    result = {"label": args.label, "engine_args": engine_args, "backend": llm.config.attention_backend,
+              "greedy_tokens": list(first[0].outputs[0].token_ids), "warm_up": args.warm_up, "pre_imports_s": pre_imports,
               "tokenizer_first": args.tokenizer_first,
               "nanoserve_file": os.path.relpath(nanoserve.__file__),  # no machine path in a record
               "torch": torch.__version__,
@@ -178,7 +180,7 @@ def main() -> None:
               "note": "phase times are summed wall times after a CUDA sync; nested phases overlap their callers"}
     with open(args.out, "w") as f:
         json.dump(result, f, indent=1)
-    print(f"[startup] {args.label} {engine_args or ''} warm-up {args.warm_up} pre-imports {pre_imports}: triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
+    print(f"[startup] {args.label} {engine_args or ''} on {result['backend']}, warm-up {args.warm_up} pre-imports {pre_imports}: triton cache {result['triton_cache']}: ready {ready_s:.1f} s (constructor "
           f"{constructor_s:.1f} s, torch import {torch_s:.1f} s), {result['forward_graphs']} forward + "
           f"{result['head_graphs']} head graphs, Triton kernels {before} -> {result['triton_kernels_after']}, "
           f"torch._dynamo imported: {dynamo}")

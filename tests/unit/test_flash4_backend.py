@@ -215,3 +215,24 @@ def test_flash4_by_name_is_refused_at_the_door_where_it_cannot_run():
         pytest.skip("flash-attn-4 runs here")
     with pytest.raises(ValueError, match="compute capability 9.0 or newer"):
         Flash4AttentionBackend()
+
+
+def test_flash4_import_skips_the_compiler_marks_only_while_the_compiler_is_unloaded():
+    import subprocess
+    import sys
+
+    code = """
+import sys, torch
+from nanoserve.attention.flash4 import compiler_marks_skipped
+real = torch.compiler.disable
+def f(): return 1
+with compiler_marks_skipped():
+    assert torch.compiler.disable(f) is f and torch.compiler.disable(recursive=False)(f) is f
+assert torch.compiler.disable is real and "torch._dynamo" not in sys.modules
+import torch._dynamo
+with compiler_marks_skipped():
+    assert torch.compiler.disable is real and torch.compiler.disable(f) is not f
+print("ok")
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120)
+    assert done.stdout.strip() == "ok", done.stderr[-2000:]

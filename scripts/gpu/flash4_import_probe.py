@@ -1,0 +1,51 @@
+"""flash-attn-4's import alone, as the library leaves it and through nanoserve's import_flash4 (chapter 19 section 8):
+fresh processes in turn, each timing `import torch` and then the import, and saying whether torch._dynamo got loaded.
+
+Run from the repository root with flash-attn-4 importable:
+python scripts/gpu/flash4_import_probe.py [OUT_JSON] [REPS]"""
+import statistics
+import sys
+import tempfile
+
+IMPORT = """
+import importlib, json, sys, time
+t0 = time.time()
+import torch
+torch_s = time.time() - t0
+from nanoserve.attention import flash4  # (untimed: both arms import it first)
+t1 = time.time()
+{statement}
+print(json.dumps({{"torch_s": torch_s, "flash4_import_s": time.time() - t1,
+                  "torch_dynamo_loaded": "torch._dynamo" in sys.modules, "sympy_loaded": "sympy" in sys.modules}}))
+"""
+ARMS = {"the library as it is": 'importlib.import_module("flash_attn.cute.interface")',
+        "import_flash4 (compiler marks skipped)": "flash4.import_flash4()"}
+
+
+def main():
+    sys.path.insert(0, "scripts/gpu")
+    from probe_timing import fresh_process, write_result
+
+    reps = int(sys.argv[2]) if len(sys.argv) > 2 else 3
+    caches = tempfile.mkdtemp()
+    fresh_process(IMPORT.format(statement=ARMS["the library as it is"]), caches=caches, timeout=200)  # writes .pyc
+    rows = {name: [] for name in ARMS}
+    for _ in range(reps):
+        for name, statement in ARMS.items():
+            rows[name].append(fresh_process(IMPORT.format(statement=statement), caches=caches, timeout=200))
+    print(f"\n{'import':40s} flash-attn-4 import s (runs)          torch s   torch._dynamo loaded")
+    for name, runs in rows.items():
+        ok = [r for r in runs if "error" not in r]
+        if len(ok) < len(runs):
+            print(f"{name:40s} ERROR {next(r for r in runs if 'error' in r)['error'][-600:]}")
+        if ok:
+            times = [r["flash4_import_s"] for r in ok]
+            print(f"{name:40s} {statistics.median(times):5.2f} ({' '.join(f'{t:.2f}' for t in times)})"
+                  f"   {statistics.median(r['torch_s'] for r in ok):5.2f}   {[r['torch_dynamo_loaded'] for r in ok]}")
+    write_result(sys.argv[1] if len(sys.argv) > 1 else "/tmp/flash4_import.json",
+                 {"what": "flash_attn.cute.interface imported in a fresh process after torch and nanoserve's "
+                          "flash4 module, the arms in turn", "reps": reps, "arms": ARMS}, rows=rows)
+
+
+if __name__ == "__main__":
+    main()
