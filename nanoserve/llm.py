@@ -109,7 +109,7 @@ class LLM(LLMBase):
                  tokenization_kwargs=None) -> list:
         """Complete every prompt; RequestOutputs come back in the order of the prompts."""
         self._check_open()
-        check_unsupported_call_options(lora_request, priority, tokenization_kwargs)
+        check_unsupported_call_options(lora_request, priority, tokenization_kwargs, use_tqdm)
         prompts = _as_prompt_list(prompts)
         params = _as_params_list(sampling_params, len(prompts), self.get_default_sampling_params)
         # check every request before queueing any, so one bad prompt leaves the engine untouched
@@ -157,8 +157,10 @@ class LLM(LLMBase):
 
 
 # %% chapters/A5_engine_front_end.ipynb #c080
-def check_unsupported_call_options(lora_request, priority, tokenization_kwargs) -> None:
-    """vLLM's per-call options nanoserve has no machinery for: accepted when neutral, else refused by name."""
+def check_unsupported_call_options(lora_request, priority, tokenization_kwargs, use_tqdm=True) -> None:
+    """use_tqdm's type, and vLLM's call options nanoserve has no machinery for: accepted when neutral, else refused."""
+    if not isinstance(use_tqdm, bool) and not callable(use_tqdm):  # here, not in _collect: before anything is queued
+        raise TypeError(f"use_tqdm must be a bool or a tqdm-like class, got {type(use_tqdm).__name__} {use_tqdm!r}")
     if lora_request is not None:
         raise ValueError("lora_request is not supported: nanoserve serves the base model only")
     if priority is not None and any(p != 0 for p in (priority if isinstance(priority, (list, tuple)) else [priority])):

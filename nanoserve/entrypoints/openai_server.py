@@ -32,14 +32,16 @@ logger = logging.getLogger("nanoserve.server")
 SAMPLING_FIELDS = {f.name for f in dataclasses.fields(SamplingParams)}
 
 
-def engine_error_param(message: str, kind: str) -> str:
-    """The request field an engine door error names first (`allowed_token_ids [5] ...`), else the prompt."""
+def engine_error_param(message: str, req: GenerateRequest) -> str:
+    """The request field an engine door error names first (`allowed_token_ids [5] ...`) as sent, else the prompt."""
     name = re.match(r"\w*", message).group()
-    if name == "logprobs" and kind == "chat":
+    if name == "logprobs" and req.kind == "chat":
         return "top_logprobs"  # the chat API's name for the same number
+    if name == "structured_outputs" and req.constraint_field is not None:
+        return req.constraint_field  # the grammar came as response_format, guided_json, tool_choice, ...
     if name in SAMPLING_FIELDS:
         return name
-    return "prompt" if kind == "completion" else "messages"
+    return "prompt" if req.kind == "completion" else "messages"
 
 
 compact_json = json.JSONEncoder(separators=(",", ":")).encode  # json.dumps(..., separators=...) builds one per call
@@ -185,7 +187,8 @@ def build_app(engine: AsyncEngine, args, model_path: str = "") -> FastAPI:
         try:  # RequestAborted (the server is stopping) answers 503 (add_error_handlers)
             group = await engine.generate(prompts, req.params, head["id"])
         except (ValueError, TypeError) as e:  # the engine's own door checks (prompt length, token ids, ...)
-            raise RequestError(str(e), engine_error_param(str(e), req.kind)) from None
+            name, param = re.match(r"\w*", str(e)).group(), engine_error_param(str(e), req)
+            raise RequestError(param + str(e)[len(name):] if name in SAMPLING_FIELDS else str(e), param) from None
         if req.body.stream:  # starlette cancels the generator when the client goes away: its finally aborts
             parser = args.reasoning_parser if req.kind == "chat" else None
             return StreamingResponse(stream_events(req, group, head, parser, auto_parser),

@@ -88,6 +88,7 @@ class GenerateRequest:
     chat: dict | None = None  # chat: apply_chat_template's arguments; the server renders them off the loop
     max_tokens_given: bool = True  # False when the client left max_tokens to the server
     max_tokens_field: str = "max_tokens"  # the body field it came from (chat: or max_completion_tokens)
+    constraint_field: str | None = None  # the body field its grammar came from (response_format, guided_json, ...)
     tool_choice: str | None = None  # chat with tools: "none", "auto", "required" or "named"; None without tools
     tool_name: str | None = None  # the function a named tool_choice forces
     prompt_only: bool = False  # echo with max_tokens 0: the prompt alone (the engine still makes one token)
@@ -222,7 +223,8 @@ class GenerationBody(ScalarSampling):
 
 
 def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict | None = None,
-                     constraint: tuple | None = None, prompt_logprobs: int | None = None) -> SamplingParams:
+                     constraint: tuple | None = None, prompt_logprobs: int | None = None,
+                     max_tokens_field: str = "max_tokens") -> SamplingParams:
     """SamplingParams from the body over `defaults`; `constraint`: (its field, StructuredOutputsParams kwargs)."""
     given = {"max_tokens": max_tokens, "logprobs": logprobs, "prompt_logprobs": prompt_logprobs}
     kwargs = {**{k: v for k, v in (defaults or {}).items() if k != "max_tokens"},
@@ -234,7 +236,9 @@ def _sampling_params(body: GenerationBody, max_tokens, logprobs, defaults: dict 
         return SamplingParams(**kwargs)
     except (TypeError, ValueError) as e:
         name = re.match(r"\w*", str(e)).group()  # "logit_bias[5] must be ...": logit_bias
-        raise RequestError(str(e), name if name in kwargs else None) from None
+        message = re.sub(r"\bmax_tokens\b", max_tokens_field, str(e))  # the name the client sent it under
+        param = max_tokens_field if name == "max_tokens" else name
+        raise RequestError(message, param if name in kwargs else None) from None
 
 
 def generation_defaults_of(engine) -> dict:
@@ -275,9 +279,10 @@ def completion_request(body, defaults: dict | None = None) -> GenerateRequest:
     prompts = [p if isinstance(p, str) else {"prompt_token_ids": p} for p in prompts]
     prompt_only = body.echo and body.max_tokens == 0  # lm-evaluation-harness's loglikelihood request
     scored = body.prompt_logprobs if body.prompt_logprobs is not None or not body.echo else body.logprobs
-    params = _sampling_params(body, 1 if prompt_only else body.max_tokens, body.logprobs, defaults,
-                              output_constraint(body), scored)
-    return GenerateRequest("completion", body, prompts, params, top_logprobs=body.logprobs, prompt_only=prompt_only)
+    constraint = output_constraint(body)
+    params = _sampling_params(body, 1 if prompt_only else body.max_tokens, body.logprobs, defaults, constraint, scored)
+    return GenerateRequest("completion", body, prompts, params, top_logprobs=body.logprobs, prompt_only=prompt_only,
+                           constraint_field=constraint[0] if constraint else None)
 
 
 def parse_completion_request(body: CompletionRequest, raw: Request) -> GenerateRequest:
@@ -378,9 +383,10 @@ def chat_request(body, tokenizer, max_model_len: int, trust_request_chat_templat
             raise RequestError(f"tool_choice {choice!r} constrains the output itself: drop {constraint[0]}",
                                constraint[0])
         constraint = ("tool_choice", {"json": schema, "disable_any_whitespace": True})  # compact: it cannot ramble
-    params = _sampling_params(body, max_tokens, top, defaults, constraint)
+    params = _sampling_params(body, max_tokens, top, defaults, constraint, max_tokens_field=named)
     return GenerateRequest("chat", body, [], params, top_logprobs=top, chat=chat, max_tokens_given=asked is not None,
-                           max_tokens_field=named, tool_choice=choice, tool_name=tool_name)
+                           max_tokens_field=named, constraint_field=constraint[0] if constraint else None,
+                           tool_choice=choice, tool_name=tool_name)
 
 
 def parse_chat_request(body: ChatCompletionRequest, raw: Request) -> GenerateRequest:

@@ -74,6 +74,15 @@ def test_a_tqdm_like_class_is_used(llm):
     assert made == [2]
 
 
+@pytest.mark.parametrize("bar", ["yes", 3])
+def test_a_use_tqdm_that_is_no_bar_is_refused_before_anything_is_queued(llm, bar):
+    greedy = SamplingParams(temperature=0, max_tokens=3)
+    with pytest.raises(TypeError, match="use_tqdm must be a bool or a tqdm-like class"):
+        llm.generate(["a", "b"], greedy, use_tqdm=bar)
+    assert not llm.llm_engine.has_unfinished_requests()
+    assert len(llm.generate("hello", greedy, use_tqdm=False)[0].outputs[0].token_ids) == 3  # the engine still serves
+
+
 def test_sampling_params_fields_of_vllm(llm):
     whole = llm.generate("hi", SamplingParams(temperature=0, max_tokens=None), use_tqdm=False)[0].outputs[0]
     assert whole.finish_reason == "length" and len(whole.token_ids) == 64 - len(llm.get_tokenizer().encode("hi"))

@@ -27,7 +27,7 @@ CASES = [
     ("/v1/chat/completions", {**CHAT, "messages": []}, "messages"),
     ("/v1/chat/completions", {**CHAT, "top_logprobs": 2}, "top_logprobs"),
     ("/v1/chat/completions", {**CHAT, "logprobs": 3}, "logprobs"),
-    ("/v1/chat/completions", {**CHAT, "max_completion_tokens": -1}, "max_tokens"),
+    ("/v1/chat/completions", {**CHAT, "max_completion_tokens": -1}, "max_completion_tokens"),
 ]
 
 

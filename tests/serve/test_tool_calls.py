@@ -233,3 +233,17 @@ def test_constraints_are_checked_at_the_door(client):
         with pytest.raises(openai.BadRequestError) as e:
             client.chat.completions.create(model=MODEL_NAME, messages=ASK, max_tokens=4, extra_body=extra)
         assert e.value.body["param"] == param, (extra, e.value.body)
+
+
+@needs_structured
+@pytest.mark.parametrize("extra,param", [
+    ({"response_format": {"type": "json_schema", "json_schema": {"name": "x", "schema": {"type": "not-a-type"}}}},
+     "response_format"),
+    ({"structured_outputs": {"json": {"type": "not-a-type"}}}, "structured_outputs"),
+    ({"guided_json": {"type": "not-a-type"}}, "guided_json")])
+def test_a_schema_the_grammar_compiler_refuses_names_the_field_sent(client, extra, param):
+    import openai
+
+    with pytest.raises(openai.BadRequestError) as e:
+        client.chat.completions.create(model=MODEL_NAME, messages=ASK, max_tokens=4, extra_body=extra)
+    assert e.value.body["param"] == param and e.value.body["message"].startswith(f"{param}: "), e.value.body

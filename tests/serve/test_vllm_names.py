@@ -94,6 +94,13 @@ def test_responses_text_format_with_a_forced_tool_names_text(http):
     assert err["param"] == "text", err
 
 
+@needs_structured
+def test_responses_text_format_schema_the_grammar_compiler_refuses_names_text(http):
+    fmt = {"format": {"type": "json_schema", "name": "x", "schema": {"type": "not-a-type"}}}
+    err = error_of(http.post("/v1/responses", json={"model": NAME, "input": "Hi", "text": fmt}))
+    assert err["param"] == "text", err
+
+
 def test_responses_log_unknown_fields_once(http, caplog):
     with caplog.at_level(logging.WARNING, logger="nanoserve.server"):
         for _ in range(2):

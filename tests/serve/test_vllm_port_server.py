@@ -31,6 +31,16 @@ def test_max_tokens_over_the_context_is_refused_in_vllms_words(server, field):
     assert "cannot be greater than max_model_len" in error_of(post(server, "/v1/completions", completion), "max_tokens")
 
 
+@pytest.mark.parametrize("value", [0, -1])
+def test_max_completion_tokens_out_of_range_is_refused_by_its_own_name(server, value):
+    message = error_of(post(server, "/v1/chat/completions", {**CHAT, "max_completion_tokens": value}),
+                       "max_completion_tokens")
+    assert message.startswith("max_completion_tokens must be") and "max_tokens" not in message, message
+    beside = {**CHAT, "max_completion_tokens": 2, "min_tokens": 5}  # another field's error that names it
+    message = error_of(post(server, "/v1/chat/completions", beside), "min_tokens")
+    assert "max_completion_tokens (2)" in message and "max_tokens" not in message, message
+
+
 def test_a_prompt_that_cannot_fit_gets_vllms_context_length_message(server):
     ids = [1] * (MAX_MODEL_LEN - 10)
     body = {"model": MODEL_NAME, "prompt": ids, "max_tokens": 20}
