@@ -18,6 +18,26 @@ t1 = time.time()
 print(json.dumps({{"torch_s": torch_s, "flash4_import_s": time.time() - t1,
                   "torch_dynamo_loaded": "torch._dynamo" in sys.modules, "sympy_loaded": "sympy" in sys.modules}}))
 """
+WATCH = ("flash_attn.cute.interface", "cutlass", "quack", "quack.autotuner", "torch._dynamo", "sympy")
+
+
+def import_times(statement: str) -> dict:
+    """Cumulative seconds of the WATCH modules in one fresh process under `python -X importtime` (first listing)."""
+    import re
+    import subprocess
+    import time
+
+    code = IMPORT.format(statement=statement)
+    done = subprocess.run([sys.executable, "-X", "importtime", "-c", code, str(time.time())], capture_output=True,
+                          text=True, timeout=200)
+    found = {}
+    for line in done.stderr.splitlines():
+        m = re.match(r"import time:\s+\d+ \|\s+(\d+) \|\s*(\S+)$", line)
+        if m and m.group(2) in WATCH:
+            found.setdefault(m.group(2), int(m.group(1)) / 1e6)
+    return found
+
+
 ARMS = {"the library as it is": 'importlib.import_module("flash_attn.cute.interface")',
         "import_flash4 (compiler marks skipped)": "flash4.import_flash4()"}
 
@@ -42,9 +62,14 @@ def main():
             times = [r["flash4_import_s"] for r in ok]
             print(f"{name:40s} {statistics.median(times):5.2f} ({' '.join(f'{t:.2f}' for t in times)})"
                   f"   {statistics.median(r['torch_s'] for r in ok):5.2f}   {[r['torch_dynamo_loaded'] for r in ok]}")
+    breakdown = {name: import_times(statement) for name, statement in ARMS.items()}
+    for name, found in breakdown.items():
+        print(f"{name:40s} -X importtime, cumulative s: " + ", ".join(f"{m} {t:.2f}" for m, t in found.items()))
     write_result(sys.argv[1] if len(sys.argv) > 1 else "/tmp/flash4_import.json",
                  {"what": "flash_attn.cute.interface imported in a fresh process after torch and nanoserve's "
-                          "flash4 module, the arms in turn", "reps": reps, "arms": ARMS}, rows=rows)
+                          "flash4 module, the arms in turn", "reps": reps, "arms": ARMS,
+                  "importtime": "one more process per arm under python -X importtime: cumulative seconds of "
+                                "the modules watched (a module's first listing)"}, rows=rows, importtime=breakdown)
 
 
 if __name__ == "__main__":
