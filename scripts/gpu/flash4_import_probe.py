@@ -42,6 +42,15 @@ ARMS = {"the library as it is": 'importlib.import_module("flash_attn.cute.interf
         "import_flash4 (compiler marks skipped)": "flash4.import_flash4()"}
 
 
+def machine() -> str:
+    """The GPU's name, or the CPU count where there is none (flash-attn-4 imports on a CPU; its kernels cannot run)."""
+    import os
+
+    import torch
+
+    return torch.cuda.get_device_name() if torch.cuda.is_available() else f"CPU only, {os.cpu_count()} cores"
+
+
 def main():
     sys.path.insert(0, "scripts/gpu")
     from probe_timing import fresh_process, write_result
@@ -66,7 +75,7 @@ def main():
     for name, found in breakdown.items():
         print(f"{name:40s} -X importtime, cumulative s: " + ", ".join(f"{m} {t:.2f}" for m, t in found.items()))
     write_result(sys.argv[1] if len(sys.argv) > 1 else "/tmp/flash4_import.json",
-                 {"what": "flash_attn.cute.interface imported in a fresh process after torch and nanoserve's "
+                 {"machine": machine(), "what": "flash_attn.cute.interface imported in a fresh process after torch and nanoserve's "
                           "flash4 module, the arms in turn", "reps": reps, "arms": ARMS,
                   "importtime": "one more process per arm under python -X importtime: cumulative seconds of "
                                 "the modules watched (a module's first listing)"}, rows=rows, importtime=breakdown)
