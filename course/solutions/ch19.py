@@ -44,4 +44,11 @@ EXPLANATIONS = {
              "serves on flash-attn 2 and starts a background compile; neither start waits for a compile. (Had "
              "the engine settings changed, say a larger max_num_seqs, a flash-attn-4 start could still meet a "
              "kernel shape the cache lacks and compile it then: the marker is per geometry, not per setting.)"),
+    "19.6": ("No, and yes. torch.compile loads torch._dynamo, so by the time the engine imports flash-attn-4 the "
+             "compiler's price is paid; compiler_marks_skipped sees torch._dynamo in sys.modules and leaves the real "
+             "decorator in place, so quack's autotuner methods are marked as the library intends, and the import "
+             "costs what the CUTLASS DSL and flash-attn-4 cost. In the check, torch.compiler.disable(f) returns a "
+             "wrapper, not f itself. The marks are skipped only in a process that has not loaded the compiler; "
+             "one that loads it later and compiles code calling those few functions would trace them (section 8 "
+             "says what that gives up)."),
 }
