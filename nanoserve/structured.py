@@ -160,11 +160,12 @@ class GrammarConstraint:
         """Feed the matcher the output tokens it has not seen."""
         for position, token in enumerate(output_ids[self.consumed:], start=self.consumed + 1):
             if not self.broken and not self.matcher.is_stopped() and not self.matcher.consume_token(token):
-                self.broken = not self.matcher.is_error()  # a failed matcher still masks: only end-of-sequence
-                if not self.broken:
+                if self.matcher.is_error():  # a failed matcher still masks: only end-of-sequence
                     why = self.matcher.get_error().splitlines()[0]
                     logger.warning("structured_outputs: the grammar failed at output token %d (%s); only "
                                    "end-of-sequence is allowed from here", position, why)
+                else:
+                    self.broken = True
         self.consumed = len(output_ids)
 
     def mask(self, output_ids: list) -> torch.Tensor | None:
