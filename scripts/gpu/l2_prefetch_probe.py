@@ -70,7 +70,20 @@ def spin_kernel(out_ptr, cycles):
     tl.store(out_ptr + lane, (now - start).to(tl.int32) + lane * 0)
 
 
-SPIN_OUT = None
+SPIN_OUT, SIDE = None, None
+
+
+def prefetch_ahead(tensors: list, mode: str) -> None:
+    """l2_prefetch on the current stream ("bulk", "line"), or ("side") bulk on a side stream forked from it."""
+    if mode != "side":
+        return l2_prefetch(tensors, mode)
+    SIDE.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(SIDE):
+        l2_prefetch(tensors, "bulk")
+
+
+def join_side() -> None:
+    torch.cuda.current_stream().wait_stream(SIDE)
 
 
 def spin(cycles: int) -> None:
@@ -99,7 +112,7 @@ def layer_stand_in(spins: dict) -> dict:
 
     def layer(w, mode):
         if mode:
-            l2_prefetch([w["o"], w["gate_up"], w["down"]], mode)
+            prefetch_ahead([w["o"], w["gate_up"], w["down"]], mode)
         F.linear(x1, w["qkv"])
         spin(spins["attention"])
         F.linear(x2, w["o"])
@@ -107,10 +120,12 @@ def layer_stand_in(spins: dict) -> dict:
         F.linear(x1, w["gate_up"])
         spin(spins["norm"])
         F.linear(x3, w["down"])
+        if mode == "side":
+            join_side()
 
     out = {}
     for rep in range(2):
-        for mode in (None, "bulk", "line"):
+        for mode in (None, "bulk", "line", "side"):
             us = graph_us([lambda w=w: layer(w, mode) for w in weights], 50)
             out.setdefault(mode or "none", []).append(us)
             print(f"stand-in layer, prefetch {mode or 'none':5s}: {us:6.2f} µs", flush=True)
@@ -132,7 +147,7 @@ def calibrate_spins() -> dict:
 
 def with_prefetch(next_qkv: bool, mode: str = "bulk"):
     """fuse_model, then each decoder layer launching one prefetch of its o, gate_up and down weights first (and the
-    next layer's qkv when `next_qkv`)."""
+    next layer's qkv when `next_qkv`); with mode "side" on a side stream, joined when the layer ends."""
     def swap(model):
         swapped = REAL_SWAP(model)
         layers = [m for m in model.modules() if isinstance(m, Qwen3DecoderLayer)]
@@ -142,8 +157,11 @@ def with_prefetch(next_qkv: bool, mode: str = "bulk"):
                 targets.append(layers[i + 1].self_attn.qkv_proj.weight)
 
             def forward(positions, hidden, residual, batch=None, _forward=layer.forward, _targets=targets):
-                l2_prefetch(_targets, mode)
-                return _forward(positions, hidden, residual, batch)
+                prefetch_ahead(_targets, mode)
+                out = _forward(positions, hidden, residual, batch)
+                if mode == "side":
+                    join_side()
+                return out
 
             layer.forward = forward
         return swapped
@@ -151,9 +169,9 @@ def with_prefetch(next_qkv: bool, mode: str = "bulk"):
 
 
 def main():
-    global SPIN_OUT
+    global SPIN_OUT, SIDE
     out = sys.argv[1] if len(sys.argv) > 1 else "/tmp/l2_prefetch.json"
-    SPIN_OUT = torch.zeros(32, device="cuda", dtype=torch.int32)
+    SPIN_OUT, SIDE = torch.zeros(32, device="cuda", dtype=torch.int32), torch.cuda.Stream()
     projections = hot_cold()
     spins = calibrate_spins()
     stand_in = layer_stand_in(spins)
@@ -161,9 +179,10 @@ def main():
     runs = []
     for again in ("", ", again"):
         runs += [(f"as is{again}", REAL_SWAP, contextlib.nullcontext(), {"prefetch": "none"}),
-                 (f"prefetch o+mlp{again}", with_prefetch(False), contextlib.nullcontext(), {"prefetch": "o, gate_up, down"}),
-                 (f"prefetch o+mlp+next qkv{again}", with_prefetch(True), contextlib.nullcontext(),
-                  {"prefetch": "o, gate_up, down, next qkv"})]
+                 (f"side prefetch o+mlp{again}", with_prefetch(False, "side"), contextlib.nullcontext(),
+                  {"prefetch": "o, gate_up, down, side stream"}),
+                 (f"side prefetch o+mlp+next qkv{again}", with_prefetch(True, "side"), contextlib.nullcontext(),
+                  {"prefetch": "o, gate_up, down, next qkv, side stream"})]
     engine, tokens = compare_engines(model, runs, [list(range(100, 164)), list(range(500, 900))])
     engine["same_greedy_tokens"] = len({str(t) for t in tokens.values()}) == 1
     print_tpot_table(engine, "prefetch")
