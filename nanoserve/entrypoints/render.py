@@ -118,7 +118,7 @@ class TemplateRenderer:
 
 # %% chapters/A6_serving_hardening.ipynb #c035
 class Tokenizing:
-    """tokenizer.encode on a small thread pool (the Rust tokenizer lets go of the interpreter lock)."""
+    """tokenizer.encode on a small thread pool (FastTokenizer's encode lets go of the interpreter lock)."""
 
     def __init__(self, tokenizer, threads: int = 2):
         self.tokenizer = tokenizer

@@ -5,6 +5,7 @@ import shutil
 import subprocess
 import sys
 import threading
+import time
 
 import pytest
 from hypothesis import given, settings
@@ -83,6 +84,24 @@ def test_concurrent_first_use_loads_transformers_once(qwen3_dir):
     for t in threads:
         t.join()
     assert len(loaded) == 4 and all(t is loaded[0] for t in loaded)
+
+
+def test_encode_lets_other_threads_run(pair):
+    """A server tokenizes on threads beside the engine's: encode must not hold the interpreter lock throughout."""
+    fast = pair[0]
+    text = " ".join(f"word{i} café 你好 {i * 7919}" for i in range(6000))
+    start = time.perf_counter()
+    fast.encode(text)
+    alone = time.perf_counter() - start
+    assert alone > 0.03, "the text is too short to tell"
+    worker = threading.Thread(target=fast.encode, args=(text,))
+    last, longest = time.perf_counter(), 0.0
+    worker.start()
+    while worker.is_alive():  # this thread's longest wait for the lock while the other one encodes
+        now = time.perf_counter()
+        longest, last = max(longest, now - last), now
+    worker.join()
+    assert longest < alone / 2, (longest, alone)
 
 
 def test_chat_template_renders_as_transformers_does(pair):
