@@ -10,7 +10,8 @@ if [[ -f /root/stash/fa4/cu13.name ]]; then
   source scripts/gpu/install_flash4.sh >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
   SITE=$WITH_FA4
 else
-  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl; SITE=/tmp/site
+  python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
+  SITE=/tmp/site
 fi
 export PYTHONPATH=$SITE:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 export NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}

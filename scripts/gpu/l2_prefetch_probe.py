@@ -6,9 +6,11 @@ Run from the repository root: python scripts/gpu/l2_prefetch_probe.py OUT_JSON
    holds) and hot (one copy, 28 times).
 2. One layer's decode step as a stand-in, over 28 weight copies: qkv, a spin for attention, o, a spin for the norm,
    gate_up, a spin for SiLU, down; as is, and with one launch at the layer's start that prefetches its o, gate_up
-   and down weights into L2 (bulk prefetches of 16 KiB, or one prefetch per 128-byte line).
-3. LLM decode TPOT at batch 1, 8 and 32: the engine as is, and with each decoder layer launching that prefetch
-   first (its own o, gate_up and down; then also the next layer's qkv), engines in turn, twice.
+   and down weights into L2 (bulk prefetches of 16 KiB, or one prefetch per 128-byte line), on the layer's stream
+   or (side) on a side stream forked from it and joined when the layer ends.
+3. LLM decode TPOT at batch 1, 8 and 32: the engine as is, and with each decoder layer launching the side-stream
+   prefetch first (its own o, gate_up and down; then also the next layer's qkv), engines in turn, twice. (The
+   in-stream variant's engine rows, measured first: results/checks/l2_prefetch_h100_2026-12-06/in_stream.json.)
 """
 import contextlib
 import statistics
@@ -60,13 +62,20 @@ def l2_prefetch(tensors: list, mode: str = "bulk") -> None:
 
 
 @triton.jit
+def clock_ticks(lane):
+    """The SM's cycle counter (one asm call per lane, reduced to one number)."""
+    return tl.max(tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [lane], dtype=tl.int64, is_pure=False,
+                                            pack=1), 0)
+
+
+@triton.jit
 def spin_kernel(out_ptr, cycles):
     """One warp waits `cycles` clock ticks: a stand-in for a latency-bound kernel that reads little."""
     lane = tl.arange(0, 32)
-    start = tl.max(tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [lane], dtype=tl.int64, is_pure=False, pack=1), 0)
+    start = clock_ticks(lane)
     now = start
     while now - start < cycles:
-        now = tl.max(tl.inline_asm_elementwise("mov.u64 $0, %clock64;", "=l,r", [lane], dtype=tl.int64, is_pure=False, pack=1), 0)
+        now = clock_ticks(lane)
     tl.store(out_ptr + lane, (now - start).to(tl.int32) + lane * 0)
 
 
@@ -190,7 +199,8 @@ def main():
     print("\nprojection   rows  cold µs  hot µs")
     for r in projections:
         print(f"{r['shape']:10s} {r['rows']:5d} {r['cold_us']:8.2f} {r['hot_us']:7.2f}")
-    print("stand-in layer µs (medians):", {k: round(statistics.median(v), 2) for k, v in stand_in["per_layer_us"].items()})
+    medians = {k: round(statistics.median(v), 2) for k, v in stand_in["per_layer_us"].items()}
+    print("stand-in layer µs (medians):", medians)
     config = {**TPOT_CONFIG, "projections": "Qwen3-0.6B's four projections, CUDA graphs of 28 calls, 50 replays",
               "prefetch": f"bulk: cp.async.bulk.prefetch.L2 of {BULK} bytes per lane; line: prefetch.global.L2 per "
                           f"{LINE} bytes; {LANES} lanes per program"}
