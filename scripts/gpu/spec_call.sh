@@ -4,7 +4,10 @@
 #   bash scripts/gpu/spec_call.sh stash spec/NN   carrying .gpu/spec/NN (NN = 00..07: vLLM 0.24.0, its offline deps,
 #                                                 numba and llvmlite, as one tar split in 42 MB parts; the
 #                                                 join takes part* in name order, so a part may travel as two
-#                                                 halves, spec/00a and spec/00b)
+#                                                 halves, spec/00a and spec/00b: with the checkout as it is
+#                                                 now (22 MB) a whole part no longer fits a call's 64 MiB, so
+#                                                 make halves named partXX0 and partXX1 (`head -c`/`tail -c`) and
+#                                                 stash sixteen; each call only once the one before returned)
 #   bash scripts/gpu/spec_call.sh stash smolK     carrying .gpu/smolK (K = 1, 2, 3: the SmolLM2 GGUF in three parts,
 #                                                 the third with its SHA256; with the checkout it is too big to
 #                                                 travel with the run call)
