@@ -13,16 +13,16 @@ import argparse
 import asyncio
 import json
 import os
-import platform
 import random
+import shlex
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
 
 import torch
 
+from nanobench.provenance import collect_provenance, utc_now
 from nanoserve.engine.engine import LLMEngine
 from nanoserve.entrypoints.async_engine import AsyncEngine
 from nanoserve.model.tiny import make_tiny_checkpoint
@@ -130,12 +130,10 @@ def main() -> int:
               + " · ".join(f"{1000 * max(r['tokenized_s']):7.1f}" for r in rs) + "   "
               + " · ".join(f"{r['order_correlation']:.2f}" for r in rs))
     if args.out:
-        commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
-        provenance = {"command": "python " + " ".join(sys.argv), "commit": commit, "cores": os.cpu_count(),
-                      "cpu": platform.processor() or platform.machine(), "python": platform.python_version(),
-                      "torch": torch.__version__, "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),
-                      "config": vars(args), "model": "make_tiny_checkpoint(with_tokenizer=True), forward stubbed by "
-                                                     "sleep(3 ms + 4 µs per token)"}
+        provenance = {**collect_provenance(), "cores": os.cpu_count(), "date": utc_now(),
+                      "command": shlex.join(["python", *sys.argv]), "config": vars(args),
+                      "model": "make_tiny_checkpoint(with_tokenizer=True), forward stubbed by sleep(3 ms + 4 µs "
+                               "per token)"}
         with open(args.out, "w") as f:
             json.dump({"provenance": provenance, "runs": runs}, f, indent=1)
     return 0

@@ -154,7 +154,7 @@ def calibrate_spins() -> dict:
     return spins
 
 
-def with_prefetch(next_qkv: bool, mode: str = "bulk"):
+def with_prefetch(next_qkv: bool, mode: str):
     """fuse_model, then each decoder layer launching one prefetch of its o, gate_up and down weights first (and the
     next layer's qkv when `next_qkv`); with mode "side" on a side stream, joined when the layer ends."""
     def swap(model):
