@@ -1,10 +1,13 @@
 """Values the door accepts must not fail later: bounds for every number that reaches a tensor."""
+import json
 import math
 
 import pytest
 import torch
 
 from nanoserve.engine.config import EngineConfig, gpu_kv_cache_bytes, kv_cache_fits
+from nanoserve.entrypoints.limits import MAX_JSON_DEPTH, parse_json
+from nanoserve.entrypoints.protocol import RequestError
 from nanoserve.llm import check_conversations
 from nanoserve.sampling import SamplingParams
 from nanoserve.sampler import Sampler
@@ -112,3 +115,21 @@ def test_text_content_parts_are_joined_and_bad_messages_named():
     for messages, error, pattern in cases:
         with pytest.raises(error, match=pattern):
             check_conversations(messages)
+
+
+@pytest.mark.parametrize("depth,accepted", [(63, True), (64, False)])
+def test_json_nesting_counts_the_numbers_inside_the_deepest_list(depth, accepted):
+    raw = ("[" * depth + "1, 2.5, true, null" + "]" * depth).encode()
+    assert MAX_JSON_DEPTH == 64
+    if accepted:
+        assert parse_json(raw) is not None
+    else:
+        with pytest.raises(RequestError, match="nested deeper than 64"):
+            parse_json(raw)
+
+
+def test_a_lone_surrogate_after_many_token_ids_is_found_and_named():
+    assert len(parse_json(json.dumps({"prompt": list(range(5000))}).encode())["prompt"]) == 5000
+    with pytest.raises(RequestError, match="lone UTF-16 surrogate") as e:
+        parse_json(json.dumps({"prompt": [[*range(5000), "\ud800"]]}).encode())
+    assert e.value.param == "prompt"
