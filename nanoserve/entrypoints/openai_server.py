@@ -4,7 +4,7 @@ __all__ = ['SAMPLING_FIELDS', 'engine_error', 'compact_json', 'sse', 'until_disc
            'completion_body', 'stream_events', 'build_app']
 
 
-# %% chapters/16_serving.ipynb #c025
+# %% chapters/16_serving.ipynb #c026
 import asyncio
 import dataclasses
 import json
@@ -86,7 +86,7 @@ class Answer(BaseModel):
     usage: Usage
 
 
-# %% chapters/16_serving.ipynb #c026
+# %% chapters/16_serving.ipynb #c027
 def completion_body(req: GenerateRequest, group, outputs: list, head: dict, echoes: list | None = None) -> dict:
     """A whole /v1/completions response under `head`; `echoes`: per prompt, its text and first token's."""
     choices = sorted((req.completion_choice(c, _choice_index(group, out, c, req.params.n), out,
@@ -97,7 +97,7 @@ def completion_body(req: GenerateRequest, group, outputs: list, head: dict, echo
 
 async def stream_events(req: GenerateRequest, group, head: dict, reasoning_parser: str | None = None,
                         tool_call_parser: str | None = None):
-    """Server-sent events: one chunk per completion per engine step, usage if asked, then [DONE]."""
+    """Server-sent events: one chunk per completion per delta (a step, or steps merged), usage if asked, [DONE]."""
     chat, shapers = req.kind == "chat", {}  # chat: choice index -> its ChatDeltas (reasoning split, tool calls parsed)
     head = {**head, "object": "chat.completion.chunk"} if chat else head
     offsets: dict = {}  # choice index -> characters sent, for completions' text_offset
@@ -136,7 +136,7 @@ async def stream_events(req: GenerateRequest, group, head: dict, reasoning_parse
     yield "data: [DONE]\n\n"
 
 
-# %% chapters/16_serving.ipynb #c027
+# %% chapters/16_serving.ipynb #c028
 def build_app(engine: AsyncEngine, args, model_path: str = "") -> FastAPI:
     """The FastAPI app over `engine` with the server's settings `args` (a FrontendArgs, appendix A6)."""
     names = args.served_model_name or [model_path]  # the names clients may send; the first labels the metrics

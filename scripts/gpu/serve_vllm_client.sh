@@ -39,7 +39,7 @@ RATES=${RATES:-"8 32 inf"}
 NUM_PROMPTS=${NUM_PROMPTS:-200}
 INPUT_LEN=${INPUT_LEN:-512}
 OUTPUT_LEN=${OUTPUT_LEN:-128}
-NANOBENCH_RATE=${NANOBENCH_RATE:-32}  # the rate at which nanobench's own client runs once, against nanoserve
+NANOBENCH_RATE=${NANOBENCH_RATE-32}  # the rate at which nanobench's own client runs once against nanoserve ("": not)
 MAX_MODEL_LEN=${MAX_MODEL_LEN:-2048}
 GPU_UTIL=${GPU_UTIL:-0.8}
 ENGINES=${ENGINES:-"nanoserve vllm"}
@@ -50,11 +50,12 @@ VLLM_START_TIMEOUT=${VLLM_START_TIMEOUT:-300}
 BENCH_TIMEOUT=${BENCH_TIMEOUT:-240}
 VLLM_SITE=${VLLM_SITE:-/tmp/vsite}
 NANOSERVE_ARGS=${NANOSERVE_ARGS:-}
+NANOSERVE_TREE=${NANOSERVE_TREE:-}  # a folder whose nanoserve package the server runs instead of this checkout's
 VLLM_ARGS=${VLLM_ARGS:-}
 
 mkdir -p "$OUT/vllm_client"
 export MODEL CONFIG RATES NUM_PROMPTS INPUT_LEN OUTPUT_LEN NANOBENCH_RATE MAX_MODEL_LEN GPU_UTIL ENGINES \
-  NANOSERVE_ARGS VLLM_ARGS
+  NANOSERVE_ARGS VLLM_ARGS NANOSERVE_TREE
 LOG="$OUT/run.log"
 SHIM=$(mktemp -d /tmp/serve_shim.XXXXXX)  # only the HTTP packages borrowed from vLLM's site, never its torch
 export PYTHONUNBUFFERED=1 PYTHONPATH="$PWD${PYTHONPATH:+:$PYTHONPATH}"
@@ -62,15 +63,17 @@ say() { echo "[serve_vllm_client $(date -u +%H:%M:%S)] $*" | tee -a "$LOG"; }
 SERVER_PID=""
 
 source scripts/gpu/server_helpers.sh  # (from the repository root) stop_server (trapped on exit), wait_healthy
-vllm_client() {  # LABEL PORT: vLLM's own client at every rate, one result JSON per run
+vllm_client() {  # LABEL PORT: vLLM's own client at every rate, one result JSON per run (a rate's repeats: -runK)
   for rate in $RATES; do
     say "$1: vllm bench serve, rate $rate, $NUM_PROMPTS prompts of $INPUT_LEN tokens -> $OUTPUT_LEN tokens"
+    name="$1-rate$rate"; k=1
+    while [ -e "$OUT/vllm_client/$name.json" ]; do k=$((k + 1)); name="$1-rate$rate-run$k"; done
     NO_PROXY='*' no_proxy='*' PYTHONPATH="$VLLM_SITE:$PYTHONPATH" timeout -k 5 "$BENCH_TIMEOUT" \
       python3 -m vllm.entrypoints.cli.main bench serve --backend vllm --base-url "http://127.0.0.1:$2" \
       --model "$MODEL" --served-model-name "$NAME" --dataset-name random --random-input-len "$INPUT_LEN" \
       --random-output-len "$OUTPUT_LEN" --num-prompts "$NUM_PROMPTS" --request-rate "$rate" --seed 0 \
       --ignore-eos --temperature 0 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 \
-      --save-result --save-detailed --result-dir "$OUT/vllm_client" --result-filename "$1-rate$rate.json" \
+      --save-result --save-detailed --result-dir "$OUT/vllm_client" --result-filename "$name.json" \
       >>"$LOG" 2>&1 || say "$1 at rate $rate: vllm bench serve exit $? (see $LOG)"
   done
 }
@@ -142,7 +145,7 @@ for ENGINE in $ENGINES; do
     nanoserve)
       start_nanoserve() {  # LOGFILE
         # shellcheck disable=SC2086
-        PYTHONPATH="$FLASH_SITE:$SHIM:$PYTHONPATH" setsid python3 -m nanoserve.serve serve "$MODEL" --host 127.0.0.1 \
+        PYTHONPATH="$FLASH_SITE:$SHIM:${NANOSERVE_TREE:+$NANOSERVE_TREE:}$PYTHONPATH" setsid python3 -m nanoserve.serve serve "$MODEL" --host 127.0.0.1 \
           --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
           --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS >"$1" 2>&1 &
         SERVER_PID=$!
@@ -161,7 +164,7 @@ for ENGINE in $ENGINES; do
       start_nanoserve "$OUT/nanoserve_server.log"
       if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
         vllm_client nanoserve "$NANO_PORT"
-        nanobench_client "$NANO_PORT"
+        [ -z "$NANOBENCH_RATE" ] || nanobench_client "$NANO_PORT"
       fi
       ;;
     vllm)
@@ -191,12 +194,13 @@ head = ["server", "rate", "done", "req/s", "out tok/s", "TTFT mean", "TTFT media
         "TPOT median", "TPOT p99"]
 print("vllm bench serve (vLLM's client) against each server; times in ms\n")
 print("| " + " | ".join(head) + " |\n|" + "---|" * len(head))
-def key(stem):
+def key(stem):  # "nanoserve-rateinf-run2" -> ("nanoserve", inf, 2)
     engine, rate = stem.rsplit("-rate", 1)
-    return engine, float(rate)
+    rate, _, run = rate.partition("-run")
+    return engine, float(rate), int(run or 1)
 for stem in sorted(runs, key=key):
-    r, (engine, rate) = runs[stem], key(stem)
-    cells = [engine, f"{rate:g}", f"{r.get('completed')}/{r.get('num_prompts')}", f"{r['request_throughput']:.2f}",
+    r, (engine, rate, run) = runs[stem], key(stem)
+    cells = [engine, f"{rate:g}" + (f" (run {run})" if run > 1 else ""), f"{r.get('completed')}/{r.get('num_prompts')}", f"{r['request_throughput']:.2f}",
              f"{r['output_throughput']:.0f}"] + [f"{r[f'{s}_{m}_ms']:.2f}" for m in ("ttft", "tpot")
                                                   for s in ("mean", "median", "p99")]
     print("| " + " | ".join(cells) + " |")
@@ -225,7 +229,7 @@ PYTHONPATH="$FLASH_SITE:$VLLM_SITE:$PYTHONPATH" python3 - "$OUT" <<'PY'
 import json, os, pathlib, sys
 from nanobench.provenance import collect_provenance, environment, utc_now
 out = pathlib.Path(sys.argv[1])
-keys = ("SERVED_ATTENTION", "FLASH_SITE", "MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN",
+keys = ("SERVED_ATTENTION", "FLASH_SITE", "NANOSERVE_TREE", "MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN",
         "NANOBENCH_RATE", "MAX_MODEL_LEN", "GPU_UTIL", "ENGINES", "NANOSERVE_ARGS", "VLLM_ARGS")
 (out / "provenance.json").write_text(json.dumps({
     "what": "nanoserve serve and vllm serve, one after the other on one random-weight Qwen3-0.6B, each driven by "

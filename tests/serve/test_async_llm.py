@@ -2,6 +2,7 @@
 import asyncio
 
 from nanoserve import AsyncEngineArgs, AsyncLLM, SamplingParams
+from nanoserve.entrypoints.async_engine import AsyncEngine
 from nanoserve.outputs import RequestOutputKind
 
 
@@ -17,7 +18,8 @@ def test_generate_in_vllms_three_output_kinds_then_abort(tiny_model_dir):
 
     async def main():
         cumulative = await collect("a")
-        assert [len(o.outputs[0].token_ids) for o in cumulative] == [1, 2, 3, 4, 5, 6]  # vLLM's default
+        lengths = [len(o.outputs[0].token_ids) for o in cumulative]  # vLLM's default: all so far, every time
+        assert lengths == sorted(set(lengths)) and lengths[-1] == 6  # a step per output (merged if the reader lags)
         assert cumulative[-1].finished and not cumulative[0].finished and cumulative[-1].request_id == "a"
         whole = cumulative[-1].outputs[0]
         deltas = await collect("b", RequestOutputKind.DELTA)
@@ -40,7 +42,7 @@ def test_generate_in_vllms_three_output_kinds_then_abort(tiny_model_dir):
         last = seen[-1]  # vLLM's abort: a last, finished output, all tokens so far, reason "abort"
         assert last.finished and last.outputs[0].finish_reason == "abort" and not seen[-2].finished
         assert len(last.outputs[0].token_ids) == len(seen[-2].outputs[0].token_ids) < 900
-        assert len(await collect("d")) == 6  # its id is free again, the engine still serves
+        assert len((await collect("d"))[-1].outputs[0].token_ids) == 6  # its id is free again, the engine serves
 
     try:
         asyncio.run(main())
@@ -76,3 +78,25 @@ def test_request_ids_and_use_after_shutdown_fail_clearly(tiny_model_dir):
         llm.shutdown()
     with pytest.raises(RequestAborted, match="shut down"):
         asyncio.run(collect("late"))
+
+
+def test_steps_that_queued_up_while_the_reader_was_busy_come_out_as_one_delta(tiny_model_dir):
+    engine = AsyncEngine.from_args(str(tiny_model_dir), device="cpu", max_model_len=1024, num_kv_blocks=80)
+    params = SamplingParams(temperature=0, max_tokens=8, ignore_eos=True)
+
+    async def main():
+        eager = [d async for d in await engine.generate(["Hello"], params, "eager")]
+        late = await engine.generate(["Hello"], params, "late")
+        while any(engine.snapshot()[k] for k in ("num_requests_running", "num_requests_waiting")):
+            await asyncio.sleep(0.01)  # the reader is busy elsewhere until the request has finished
+        await asyncio.sleep(0.2)  # and the last step's delivery has reached this loop
+        merged = [d async for d in late]
+        assert len(merged) == 1 and merged[0].finished
+        assert merged[0].outputs[0].token_ids == sum((d.outputs[0].token_ids for d in eager), [])
+        assert merged[0].outputs[0].text == "".join(d.outputs[0].text for d in eager)
+        assert late.num_output_tokens["late-0"] == 8  # usage still counts every token
+
+    try:
+        asyncio.run(main())
+    finally:
+        engine.shutdown()

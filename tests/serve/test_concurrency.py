@@ -44,7 +44,7 @@ def test_fifty_concurrent_streams_all_complete(server):
     for chunks, usage, finish in results:
         assert finish == "length"
         assert usage["completion_tokens"] == MAX_TOKENS
-        assert chunks == 1 + MAX_TOKENS  # the role chunk, then one chunk per token
+        assert 2 <= chunks <= 1 + MAX_TOKENS  # the role chunk, then a chunk per step (steps that queued up merge)
     after = metrics(server)
     assert after["nanoserve:generation_tokens_total"] - before == NUM_CLIENTS * MAX_TOKENS
     assert after["nanoserve:num_requests_running"] == 0 and after["nanoserve:kv_blocks_used"] == 0

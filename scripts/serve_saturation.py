@@ -1,0 +1,162 @@
+"""Many streams at once through the HTTP server on the CPU: a delta per step against steps merged while the reader
+was behind (issue 36, 2026-12-06, third session).
+
+The server's AsyncEngine on the tiny random Qwen3 whose forward is stubbed by a sleep as long as an H100 step (as
+`serve_burst.py` does), behind the real FastAPI app; a child process streams every request at once, as
+`vllm bench serve` does at rate `inf`, with prompt token ids (no tokenizing). Per run: output tokens per second,
+first-token and per-token times, SSE chunks per request, the engine's step period and the loop thread's CPU time.
+The arms alternate. Writes JSON with provenance and prints a table last:
+
+    python scripts/serve_saturation.py --out benchmarks/results/serve_saturation_cpu.json
+"""
+import argparse
+import asyncio
+import json
+import os
+import random
+import shlex
+import statistics
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+
+from nanobench.provenance import collect_provenance, utc_now
+from nanoserve.entrypoints import async_engine
+from nanoserve.entrypoints.async_engine import RequestGroup
+from nanoserve.entrypoints.launch import BackgroundServer
+from nanoserve.entrypoints.openai_server import build_app
+from nanoserve.model.tiny import make_tiny_checkpoint
+from nanoserve.serve import FrontendArgs
+from serve_burst import stubbed_engine
+
+VOCAB = 8192  # a small lm_head, so the stubbed step's zeros and sampling stay cheap on the CPU
+MERGED = RequestGroup.__aiter__
+
+
+async def one_delta_per_step(self):
+    """RequestGroup.__aiter__ before 2026-12-06: every step's outputs yielded as they came, however late."""
+    while self.unfinished:
+        items = await self.queue.get()
+        now = time.perf_counter()
+        for item in items:
+            if isinstance(item, BaseException):
+                raise item
+            self._account(item, now)
+            yield item
+    if self.ended is not None:
+        raise self.ended
+
+
+ARMS = {"merged when behind": MERGED, "one delta per step": one_delta_per_step}
+
+
+def client(url: str, n: int, prompt_len: int, max_tokens: int) -> dict:
+    """Stream n /v1/completions at once; per request its first and last chunk (s from the send) and chunk count."""
+    import httpx
+
+    rng = random.Random(0)
+    prompts = [[rng.randrange(1000, VOCAB) for _ in range(prompt_len)] for _ in range(n)]
+
+    async def one(http, prompt, start) -> list:
+        body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
+                "temperature": 0.0}
+        times = []
+        async with http.stream("POST", url + "/v1/completions", json=body) as r:
+            async for line in r.aiter_lines():
+                if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["text"]:
+                    times.append(time.perf_counter() - start)
+        return [times[0], times[-1], len(times)]
+
+    async def run() -> list:
+        limits = httpx.Limits(max_connections=n + 8)
+        async with httpx.AsyncClient(timeout=600, trust_env=False, limits=limits) as http:
+            start = time.perf_counter()
+            return await asyncio.gather(*(one(http, p, start) for p in prompts)), time.perf_counter() - start
+
+    requests, wall = asyncio.run(run())
+    return {"wall_s": wall, "requests": requests}
+
+
+def on_loop(loop, fn):
+    """fn() on the server's event loop thread; its result."""
+    done, box = threading.Event(), []
+    loop.call_soon_threadsafe(lambda: (box.append(fn()), done.set()))
+    done.wait(10)
+    return box[0]
+
+
+def served_run(server, loop, llm_engine, args) -> dict:
+    """One burst through the server: the client's view, the engine's step period, the loop's CPU seconds."""
+    starts, step = [], llm_engine.step
+
+    def timed_step():
+        starts.append(time.perf_counter())
+        return step()
+
+    llm_engine.step = timed_step
+    cpu0 = on_loop(loop, time.thread_time)
+    cmd = [sys.executable, __file__, "--client", server.url, "--requests", str(args.requests),
+           "--prompt-len", str(args.prompt_len), "--max-tokens", str(args.max_tokens)]
+    seen = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
+    loop_cpu = on_loop(loop, time.thread_time) - cpu0
+    llm_engine.step = step
+    first, last, chunks = zip(*seen["requests"])
+    periods = [b - a for a, b in zip(starts, starts[1:])]
+    return {"wall_s": seen["wall_s"], "output_tok_s": args.requests * args.max_tokens / seen["wall_s"],
+            "ttft_ms_median": 1e3 * statistics.median(first),
+            "tpot_ms_median": 1e3 * statistics.median((b - a) / (args.max_tokens - 1) for a, b in zip(first, last)),
+            "chunks_per_request_median": statistics.median(chunks), "steps": len(starts),
+            "step_period_ms_median": 1e3 * statistics.median(periods), "loop_cpu_s": loop_cpu}
+
+
+def main() -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--client", default=None, help=argparse.SUPPRESS)
+    p.add_argument("--requests", type=int, default=200)
+    p.add_argument("--prompt-len", type=int, default=512)
+    p.add_argument("--max-tokens", type=int, default=128)
+    p.add_argument("--repeats", type=int, default=3, help="each arm this many times, arms alternating")
+    p.add_argument("--out", default=None)
+    args = p.parse_args()
+    if args.client:
+        print(json.dumps(client(args.client, args.requests, args.prompt_len, args.max_tokens)))
+        return 0
+    tmp = tempfile.TemporaryDirectory()
+    model = str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
+    engine = stubbed_engine(model)
+    server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model)).start()
+    loop = server.server.servers[0].get_loop()
+    warm = argparse.Namespace(**{**vars(args), "requests": 8, "max_tokens": 4})
+    served_run(server, loop, engine.engine, warm)  # every path once
+    runs = {name: [] for name in ARMS}
+    for _ in range(args.repeats):
+        for name, aiter in ARMS.items():
+            async_engine.RequestGroup.__aiter__ = aiter
+            try:
+                run = served_run(server, loop, engine.engine, args)
+            finally:
+                async_engine.RequestGroup.__aiter__ = MERGED
+            runs[name].append(run)
+            print(f"{name:20s} " + ", ".join(f"{k} {v:.4g}" for k, v in run.items()), flush=True)
+    server.stop()
+    engine.shutdown()
+    tmp.cleanup()
+    print(f"\n{args.requests} streams at once, {args.prompt_len} tokens in, {args.max_tokens} out (runs in order)")
+    for key in ("output_tok_s", "step_period_ms_median", "tpot_ms_median", "ttft_ms_median",
+                "chunks_per_request_median", "loop_cpu_s"):
+        print(f"{key:26s} " + "   ".join(f"{name}: " + " · ".join(f"{r[key]:.4g}" for r in rs)
+                                         for name, rs in runs.items()))
+    if args.out:
+        provenance = {**collect_provenance(), "cores": os.cpu_count(), "date": utc_now(),
+                      "command": shlex.join(["python", *sys.argv]), "config": vars(args),
+                      "model": f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), forward stubbed by "
+                               "sleep(3 ms + 4 µs per token)", "client": "httpx in a child process, prompt token ids"}
+        with open(args.out, "w") as f:
+            json.dump({"provenance": provenance, "runs": runs}, f, indent=1)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
