@@ -10,16 +10,13 @@ The arms alternate. Writes JSON with provenance and prints a table last:
     python scripts/serve_saturation.py --out benchmarks/results/serve_saturation_cpu.json
 """
 import argparse
-import asyncio
 import json
 import os
-import random
 import shlex
 import statistics
 import subprocess
 import sys
 import tempfile
-import threading
 import time
 
 from nanobench.provenance import collect_provenance, utc_now
@@ -30,8 +27,8 @@ from nanoserve.entrypoints.openai_server import build_app
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.serve import FrontendArgs
 from serve_burst import stubbed_engine
+from serve_overhead import VOCAB, _server_loop, client, on_loop
 
-VOCAB = 8192  # a small lm_head, so the stubbed step's zeros and sampling stay cheap on the CPU
 MERGED = RequestGroup.__aiter__
 
 
@@ -52,41 +49,6 @@ async def one_delta_per_step(self):
 ARMS = {"merged when behind": MERGED, "one delta per step": one_delta_per_step}
 
 
-def client(url: str, n: int, prompt_len: int, max_tokens: int) -> dict:
-    """Stream n /v1/completions at once; per request its first and last chunk (s from the send) and chunk count."""
-    import httpx
-
-    rng = random.Random(0)
-    prompts = [[rng.randrange(1000, VOCAB) for _ in range(prompt_len)] for _ in range(n)]
-
-    async def one(http, prompt, start) -> list:
-        body = {"model": "tiny", "prompt": prompt, "max_tokens": max_tokens, "ignore_eos": True, "stream": True,
-                "temperature": 0.0}
-        times = []
-        async with http.stream("POST", url + "/v1/completions", json=body) as r:
-            async for line in r.aiter_lines():
-                if line.startswith("data: {") and json.loads(line[6:])["choices"][0]["text"]:
-                    times.append(time.perf_counter() - start)
-        return [times[0], times[-1], len(times)]
-
-    async def run() -> list:
-        limits = httpx.Limits(max_connections=n + 8)
-        async with httpx.AsyncClient(timeout=600, trust_env=False, limits=limits) as http:
-            start = time.perf_counter()
-            return await asyncio.gather(*(one(http, p, start) for p in prompts)), time.perf_counter() - start
-
-    requests, wall = asyncio.run(run())
-    return {"wall_s": wall, "requests": requests}
-
-
-def on_loop(loop, fn):
-    """fn() on the server's event loop thread; its result."""
-    done, box = threading.Event(), []
-    loop.call_soon_threadsafe(lambda: (box.append(fn()), done.set()))
-    done.wait(10)
-    return box[0]
-
-
 def served_run(server, loop, llm_engine, args) -> dict:
     """One burst through the server: the client's view, the engine's step period, the loop's CPU seconds."""
     starts, step = [], llm_engine.step
@@ -102,7 +64,7 @@ def served_run(server, loop, llm_engine, args) -> dict:
     seen = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     loop_cpu = on_loop(loop, time.thread_time) - cpu0
     llm_engine.step = step
-    first, last, chunks = zip(*seen["requests"])
+    first, last, chunks = zip(*((t[0] - seen["start"], t[-1] - seen["start"], len(t)) for t in seen["times"]))
     periods = [b - a for a, b in zip(starts, starts[1:])]
     return {"wall_s": seen["wall_s"], "output_tok_s": args.requests * args.max_tokens / seen["wall_s"],
             "ttft_ms_median": 1e3 * statistics.median(first),
@@ -121,13 +83,13 @@ def main() -> int:
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if args.client:
-        print(json.dumps(client(args.client, args.requests, args.prompt_len, args.max_tokens)))
+        print(json.dumps(client(args.client, args.requests, args.prompt_len, args.max_tokens, seed=0)))
         return 0
     tmp = tempfile.TemporaryDirectory()
     model = str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
     engine = stubbed_engine(model)
     server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model)).start()
-    loop = server.server.servers[0].get_loop()
+    loop = _server_loop(server)
     warm = argparse.Namespace(**{**vars(args), "requests": 8, "max_tokens": 4})
     served_run(server, loop, engine.engine, warm)  # every path once
     runs = {name: [] for name in ARMS}
