@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
 # Chapter 19's H200 session: flash-attn-4 beside flash-attn 2 (no network there). flash-attn-4 and the CUTLASS DSL
-# travel in three parts (about 30-40 MB each, since a call carries the working tree too), one call each, right after
+# travel in five parts (about 22 MB each, since a call carries the working tree too), one call each, right after
 # one another (/root/stash lasts while the machine stays warm). Made on the CPU machine from the kit's download:
-#   bash ../shared/gpu/fa4/fetch.sh .gpu/fa4, then join its cu13 parts, `split -n 3` the wheel into .gpu/fa4s/{a,b,c}
-#   and put the small wheels, cu13.name and cu13.sha256 into .gpu/fa4s/c.
-#   bash scripts/gpu/flash4_call.sh stash X   carrying .gpu/fa4s/X, for X = a, b, c
+#   bash ../shared/gpu/fa4/fetch.sh .gpu/fa4, then join its cu13 parts, `split -n 4 -d -a 1` the wheel into .gpu/fa4s/p0..p3
+#   (each part beside a 35 MiB checkout stays under a call's 64 MiB) and put the small wheels, cu13.name and
+#   cu13.sha256 into .gpu/fa4s/c2.
+#   bash scripts/gpu/flash4_call.sh stash X   carrying .gpu/fa4s/X, for X = p0, p1, p2, p3, c2
 #   bash scripts/gpu/flash4_call.sh bench     carrying the flash-attn wheel and .gpu/wheels: installs (once per
 #                                             machine), records chapter 19's GPU cells, then the ablation's flash4
 #                                             group (flash-attn 2, then flash-attn-4 with a cold and a warm cache)

@@ -6,7 +6,7 @@
 S=/root/stash/fa4
 WITH_FA4=/tmp/both:/tmp/site:/tmp/fa4site:/tmp/fa4site/nvidia_cutlass_dsl/dsl_packages
 if [[ ! -f /tmp/flash4_installed ]]; then
-  W="$S/$(cat "$S/cu13.name")"; cat "$S"/cu13.part0 "$S"/cu13.part1 "$S"/cu13.part2 > "$W"
+  W="$S/$(cat "$S/cu13.name")"; cat "$S"/cu13.part[0-9] > "$W"  # however many parts it travelled in
   echo "$(cat "$S/cu13.sha256")  $W" | sha256sum -c - || return 1 2>/dev/null || exit 1
   python3 -m pip install -q --no-index --no-deps --no-compile --target /tmp/fa4site "$S"/*.whl || return 1 2>/dev/null || exit 1
   python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl
