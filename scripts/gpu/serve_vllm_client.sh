@@ -10,10 +10,11 @@
 #   OUT=/tmp/vllm_client_out bash scripts/gpu/serve_vllm_client.sh
 #
 # Before it, one call each, right after one another (/root/stash lasts while the machine stays warm):
-#   bash scripts/gpu/spec_call.sh stash spec/NN   (NN = 00..07, carrying .gpu/spec/NN: vLLM 0.24.0 and its offline deps)
-#   bash scripts/gpu/flash4_call.sh stash X        (X = a, b, c, carrying .gpu/fa4s/X: flash-attn-4; optional)
-# then this script, carrying .gpu/spec/08, .gpu/spec/SHA256, .gpu/serve (the wheels of the kit's deps_serve.txt:
-# uvicorn and the rest `vllm serve` imports, fetched with `pip download --no-deps`), the flash-attn wheel,
+#   bash scripts/gpu/spec_call.sh stash spec/NN   (each part, carrying .gpu/spec/NN: vLLM 0.24.0 with its offline
+#                                                  and serving deps; see spec_call.sh for how the pack is made)
+#   bash scripts/gpu/flash4_call.sh stash X        (X = p0 p1 p2 p3 c2, carrying .gpu/fa4s/X: flash-attn-4; optional)
+# then this script, carrying .gpu/spec/SHA256 (and any part not stashed), .gpu/serve when the pack lacks the wheels
+# of the kit's deps_serve.txt (uvicorn and the rest `vllm serve` imports, `pip download --no-deps`), the flash-attn wheel,
 # .gpu/wheels and .gpu/tokenizer. It installs vLLM into $VLLM_SITE (install_spec_pack.sh, then .gpu/serve) and
 # nanoserve's attention (flash-attn-4 beside flash-attn 2 when stashed, else flash-attn 2) into $FLASH_SITE.
 # vLLM's client needs a tokenizer in the model directory: the project's offline Qwen3 tokenizer, copied from
