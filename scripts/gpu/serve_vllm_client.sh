@@ -257,10 +257,11 @@ import json, os, pathlib, sys
 from nanobench.provenance import collect_provenance, environment, utc_now
 out = pathlib.Path(sys.argv[1])
 keys = ("SERVED_ATTENTION", "FLASH_SITE", "NANOSERVE_TREE", "MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN",
-        "NANOBENCH_RATE", "MAX_MODEL_LEN", "GPU_UTIL", "ENGINES", "NANOSERVE_ARGS", "VLLM_ARGS")
+        "NANOBENCH_RATE", "MAX_MODEL_LEN", "GPU_UTIL", "ENGINES", "ROUNDS", "NANOSERVE_ARGS", "VLLM_ARGS")
 (out / "provenance.json").write_text(json.dumps({
-    "what": "nanoserve serve and vllm serve, one after the other on one random-weight Qwen3-0.6B, each driven by "
-            "vllm bench serve; then nanobench's client once against nanoserve",
+    "what": "nanoserve serve and vllm serve on one random-weight Qwen3-0.6B as ENGINES says (one after the other, or "
+            "'both' side by side with the client alternating ROUNDS times), each driven by vllm bench serve; "
+            "nanobench's client once against nanoserve unless NANOBENCH_RATE is empty",
     "command": "bash scripts/gpu/serve_vllm_client.sh", "finished": utc_now(), "machine": collect_provenance(),
     "config": {k: os.environ.get(k) for k in keys}, "environment": environment(),
     "logs": sorted(p.name for p in out.glob("*.log"))}, indent=1) + "\n")
