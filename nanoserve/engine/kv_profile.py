@@ -10,7 +10,7 @@ import math
 import torch
 
 from nanoserve.attention.batch import allocate_kv_cache
-from nanoserve.engine.config import gpu_kv_cache_bytes
+from nanoserve.engine.config import gpu_kv_cache_bytes, memory_outside_pool
 from nanoserve.model.qwen3 import head_dim
 from nanoserve.engine.model_runner import build_step_inputs
 from nanoserve.sampling import SamplingParams
@@ -29,18 +29,19 @@ def profile_gpu_kv_blocks(runner) -> int:
     activations = torch.cuda.max_memory_allocated(runner.device) - before
     torch.cuda.empty_cache()
     free, total = torch.cuda.mem_get_info(runner.device)
-    others = total - free - torch.cuda.memory_reserved(runner.device)  # CUDA context, other processes
+    others = memory_outside_pool(total, free, torch.cuda.memory_reserved(runner.device),
+                                 getattr(runner, "memory_baseline", None))  # CUDA context, cuBLAS workspaces, ...
     weights = sum(t.numel() * t.element_size() for t in (*runner.model.parameters(), *runner.model.buffers()))
     peak = weights + activations
     budget = gpu_kv_cache_bytes(total, free, others, weights, activations, runner.config.gpu_memory_utilization)
     blocks = int(budget // runner.kv_block_bytes)
-    _logger.info("memory profile: peak %.2f GiB (weights + activations of %d tokens), other %.2f GiB, "
+    _logger.info("memory profile: peak %.2f GiB (weights + activations of %d tokens), outside the pool %.2f GiB, "
                  "total %.2f GiB x %.2f -> %d KV blocks", peak / 2**30, runner.config.max_num_batched_tokens,
                  others / 2**30, total / 2**30, runner.config.gpu_memory_utilization, blocks)
     if blocks < 1:
         raise ValueError(
             f"no GPU memory left for the KV cache: weights and activations peak at {peak / 2**30:.2f} GiB, "
-            f"other use {others / 2**30:.2f} GiB, of {total / 2**30:.2f} GiB at gpu_memory_utilization="
+            f"{others / 2**30:.2f} GiB outside torch's pool, of {total / 2**30:.2f} GiB at gpu_memory_utilization="
             f"{runner.config.gpu_memory_utilization}; raise it or lower max_num_batched_tokens")
     return blocks
 

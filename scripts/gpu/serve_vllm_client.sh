@@ -187,8 +187,8 @@ for ENGINE in $ENGINES; do
       wait_healthy "$VLLM_PORT" "$VLLM_START_TIMEOUT" "$OUT/vllm_server.log" && vllm_client vllm "$VLLM_PORT"
       ;;
     both)  # both servers up at once (GPU_UTIL each: about 0.4), the client alternating between them ROUNDS times
-      # nanoserve first: its KV budget is total x GPU_UTIL less everything already on the card, other processes
-      # included, where vLLM counts only its own use, so nanoserve would find no room once vLLM holds its share
+      # nanoserve first, as in the recorded 2026-12-06 rounds (before that day's A5 change nanoserve charged other
+      # processes' memory to its share and would have found no room beside vLLM; now either order works)
       SERVED_ATTENTION=$(attention_picked); export SERVED_ATTENTION
       say "nanoserve serve: start (port $NANO_PORT), attention: $SERVED_ATTENTION; then vllm serve beside it"
       start_nanoserve "$OUT/nanoserve_server.log"
