@@ -109,4 +109,25 @@ def check_sample_launch(sample_launch) -> str:
             f"columns masked ({masked / (chunks * sampling.SAMPLE_CHUNK):.1%})")
 
 
-CHECKS = {"10.1": check_fused_count, "10.2": check_rotary_launch, "10.4": check_sample_launch}
+def _measured_split_launch(rows, n, k) -> tuple:
+    """(grid, BLOCK_M, padded rows) of one real `split_matmul` call, its kernel replaced by a recorder."""
+    with _recording(fused, "_split_matmul_kernel") as recorder:
+        fused.split_matmul(torch.zeros(rows, k), torch.zeros(n, k), fused.split_count(k))
+    (grid, meta), = recorder.launches
+    return tuple(grid), meta["BLOCK_M"], meta["BLOCK_M"] - rows
+
+
+def check_split_launch(split_launch) -> str:
+    """10.5 (predict, then measure): the grid and row tile of one split_matmul call at split_count's slices."""
+    for case in [(8, 1024, 3072), (1, 1024, 2048), (16, 1024, 2048), (5, 100, 1024), (3, 576, 1536)]:
+        want, got = _measured_split_launch(*case), split_launch(*case)
+        if not isinstance(got, tuple) or len(got) != 3 or (tuple(got[0]), got[1], got[2]) != want:
+            raise AssertionError(f"split_launch{case} = {got!r}, measured (grid, BLOCK_M, padded rows) {want}: read "
+                                 "where `split_matmul` launches its kernel, SPLIT_TILE and split_count")
+    (columns, slices), block_m, padded = _measured_split_launch(8, 1024, 3072)
+    return (f"Qwen3-0.6B's down at 8 rows: {columns * slices} programs ({columns} column tiles x {slices} slices of K), "
+            f"{padded} of each tile's {block_m} rows padding")
+
+
+CHECKS = {"10.1": check_fused_count, "10.2": check_rotary_launch, "10.4": check_sample_launch,
+          "10.5": check_split_launch}

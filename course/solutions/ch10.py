@@ -41,9 +41,27 @@ def sample_launch_rounding_down(rows, vocab):
     return (rows, vocab // SAMPLE_CHUNK), 0
 
 
-SOLUTIONS = {"10.1": kernels_after_fusion_on_cpu, "10.2": rotary_launch, "10.4": sample_launch}
+def split_launch(rows, n, k):
+    """Column tiles of SPLIT_TILE[0] times split_count(k) slices; the row tile is a power of two, 16 at least (the
+    tensor cores' smallest), so small steps are mostly padding."""
+    from nanoserve.kernels.fused import SPLIT_TILE, split_count
+
+    block_m = max(16, _next_pow2(rows))
+    return (-(-n // SPLIT_TILE[0]), split_count(k)), block_m, block_m - rows
+
+
+def split_launch_without_the_floor(rows, n, k):
+    """A typical mistake: a row tile of the next power of two, forgetting the 16 rows a tensor-core dot needs."""
+    from nanoserve.kernels.fused import SPLIT_TILE, split_count
+
+    block_m = _next_pow2(rows)
+    return (-(-n // SPLIT_TILE[0]), split_count(k)), block_m, block_m - rows
+
+
+SOLUTIONS = {"10.1": kernels_after_fusion_on_cpu, "10.2": rotary_launch, "10.4": sample_launch,
+             "10.5": split_launch}
 WRONG = {"10.1": kernels_after_fusion_as_on_the_gpu, "10.2": rotary_launch_query_heads_only,
-         "10.4": sample_launch_rounding_down}
+         "10.4": sample_launch_rounding_down, "10.5": split_launch_without_the_floor}
 
 EXPLANATIONS = {
     "10.3": """The fused launch writes bf16 rows at `slot * kv_heads * head_dim` of a contiguous

@@ -34,9 +34,10 @@ def build_runner(config, model_config, device=None, layers=None) -> ModelRunner:
     runner = ModelRunner(config, model_config, device=device, layers=layers)
     runner.memory_baseline = baseline  # A5's KV sizing then charges this engine only for what it added
     if fused_kernels_on(config, runner.device):
-        from nanoserve.kernels.fused import fuse_model  # chapter 10
+        from nanoserve.kernels.fused import fuse_model, split_projections  # chapter 10
 
         fuse_model(runner.model)
+        split_projections(runner.model)  # section 8: o and down split over K at few rows, the norms add the parts
     return runner
 
 

@@ -190,6 +190,46 @@ def test_interp_sampler_mixes_greedy_and_hot_rows_and_repeats_a_seed(sampling):
     assert again == runs[5]  # same generator state, same draw
 
 
+@interpreted
+@pytest.mark.parametrize("rows, n, k", [(1, 64, 512), (8, 96, 1024), (13, 40, 768)])
+def test_interp_split_projection_adds_up_and_its_norm_equals_the_layer(fused, rows, n, k):
+    torch.manual_seed(3)
+    x, weight, residual, norm = torch.randn(rows, k), torch.randn(n, k) * 0.03, torch.randn(rows, n), _norm(n)
+    parts = fused.split_matmul(x, weight, fused.split_count(k))
+    assert parts.parts.shape == (fused.split_count(k), rows, n)
+    torch.testing.assert_close(parts.total(), x @ weight.T)
+    for got, want in zip(parts.rms_norm(norm.weight, norm.eps, residual), norm(x @ weight.T, residual)):
+        torch.testing.assert_close(got, want)
+    torch.testing.assert_close(parts.rms_norm(norm.weight, norm.eps), norm(x @ weight.T))  # no residual: summed first
+
+
+def test_split_count_picks_the_fewest_slices_of_whole_tiles():
+    from nanoserve.kernels.fused import split_count
+
+    assert [split_count(k) for k in (2048, 3072, 1024, 512, 576, 1536, 8192)] == [4, 8, 2, 2, None, 4, None]
+
+
+def test_split_projections_needs_fused_norms_and_swaps_only_the_row_projections():
+    from nanoserve.kernels.fused import PartialSums, SplitRowLinear, fuse_model, split_projections
+
+    model = _tiny_model()
+    with pytest.raises(ValueError, match="fuse_model first"):
+        split_projections(model)
+    ids, positions = torch.randint(0, model.config.vocab_size, (5,)), torch.arange(5)
+    with torch.no_grad():
+        before = model.compute_logits(model(ids, positions))
+        fuse_model(model)
+        assert split_projections(model) == 2 * model.config.num_hidden_layers and split_projections(model) == 0
+        after = model.compute_logits(model(ids, positions))  # on a CPU the projections return tensors
+    assert torch.equal(before, after)
+    layer = model.model.layers[0]
+    assert type(layer.self_attn.o_proj) is SplitRowLinear and type(layer.mlp.down_proj) is SplitRowLinear
+    assert type(layer.self_attn.qkv_proj) is not SplitRowLinear and type(layer.mlp.gate_up_proj) is not SplitRowLinear
+    parts = PartialSums(torch.zeros(2, 3, 8), torch.float32)
+    with pytest.raises(ValueError, match="must fit partial sums of 3 rows of 8"):
+        parts.rms_norm(torch.ones(8), 1e-6, torch.zeros(4, 8))
+
+
 def test_bad_shapes_raise():
     from nanoserve.kernels.fused import rms_norm, rotary, silu_and_mul
 
