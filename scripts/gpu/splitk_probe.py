@@ -5,6 +5,8 @@ Run from the repository root: python scripts/gpu/splitk_probe.py OUT_JSON [LIMIT
 1. Kernels alone, over 28 weight copies (more than L2 holds) in one CUDA graph: the projection (cuBLAS) then chapter
    10's residual add + RMSNorm, against a Triton kernel that writes S partial sums (fp32) and a norm kernel that adds
    them, rounds as the GEMM would, adds the residual and normalizes. Rows 1, 8, 16; the best of a small tile grid.
+   (The recorded run, results/splitk_h100.json, used the probe's own copies of the two kernels; chapter 10 section 8
+   exported them unchanged, and the probe now launches the exported ones with its own tiles.)
 2. LLM decode TPOT at batch 1, 8 and 32, engines in turn, twice: as is, and each decoder layer using the split
    projections for steps of at most LIMIT rows (default 16; the last layer's `down` stays cuBLAS, since the final
    norm is not the probe's). Greedy tokens compared.
@@ -15,7 +17,6 @@ import sys
 import torch
 import torch.nn.functional as F
 import triton
-import triton.language as tl
 
 import nanoserve.kernels.fused as fused
 from nanoserve.model.qwen3 import Qwen3DecoderLayer
@@ -29,50 +30,15 @@ TILES = [(s, bn, bk) for s in (2, 4, 8) for bn in (16, 32, 64) for bk in (128, 2
 EPS = 1e-6
 
 
-@triton.jit
-def splitk_kernel(x_ptr, w_ptr, ws_ptr, M, N, K: tl.constexpr, K_PER: tl.constexpr, BLOCK_M: tl.constexpr,
-                  BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
-    """Program (i, j): rows [0, M) of x times columns [i * BLOCK_N, ...) of W [N, K]ᵀ over K slice j, into ws[j]."""
-    pid_n, pid_k = tl.program_id(0), tl.program_id(1)
-    rm = tl.arange(0, BLOCK_M)[:, None]
-    rn = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
-    acc = tl.zeros((BLOCK_M, BLOCK_N), tl.float32)
-    for k0 in range(pid_k * K_PER, (pid_k + 1) * K_PER, BLOCK_K):
-        rk = k0 + tl.arange(0, BLOCK_K)[None, :]
-        x = tl.load(x_ptr + rm * K + rk, mask=(rm < M) & (rk < K), other=0.0)
-        w = tl.load(w_ptr + rn[:, None] * K + rk, mask=(rn[:, None] < N) & (rk < K), other=0.0)
-        acc += tl.dot(x, tl.trans(w))
-    tl.store(ws_ptr + pid_k * M * N + rm * N + rn[None, :], acc, mask=(rm < M) & (rn[None, :] < N))
-
-
-@triton.jit
-def partial_norm_kernel(ws_ptr, res_ptr, g_ptr, out_ptr, res_out_ptr, M, eps, N: tl.constexpr, S: tl.constexpr,
-                        BLOCK: tl.constexpr):
-    """Row r: the S partial sums added and rounded (the projection's output), + residual, then RMSNorm."""
-    row = tl.program_id(0)
-    offs = tl.arange(0, BLOCK)
-    mask = offs < N
-    acc = tl.zeros((BLOCK,), tl.float32)
-    for s in tl.static_range(S):
-        acc += tl.load(ws_ptr + s * M * N + row * N + offs, mask=mask, other=0.0)
-    res = tl.load(res_ptr + row * N + offs, mask=mask, other=0.0)
-    h = (acc.to(res.dtype).to(tl.float32) + res.to(tl.float32)).to(res.dtype)  # rounded like torch's y + residual
-    tl.store(res_out_ptr + row * N + offs, h, mask=mask)
-    hf = h.to(tl.float32)
-    rstd = tl.rsqrt(tl.sum(hf * hf, axis=0) / N + eps)
-    normed = (hf * rstd).to(res.dtype).to(tl.float32) * tl.load(g_ptr + offs, mask=mask, other=0.0).to(tl.float32)
-    tl.store(out_ptr + row * N + offs, normed.to(out_ptr.dtype.element_ty), mask=mask)
-
-
 def splitk(x, weight, tile):
     """S partial sums [S, M, N] (fp32) of x @ weightᵀ, K split S ways."""
     m, k = x.shape
     n = weight.shape[0]
     s, block_n, block_k = tile
     ws = torch.empty(s, m, n, dtype=torch.float32, device=x.device)
-    splitk_kernel[(triton.cdiv(n, block_n), s)](x, weight, ws, m, n, K=k, K_PER=k // s,
-                                                BLOCK_M=max(16, triton.next_power_of_2(m)), BLOCK_N=block_n,
-                                                BLOCK_K=block_k, num_warps=4, num_stages=3)
+    fused._split_matmul_kernel()[(triton.cdiv(n, block_n), s)](x, weight, ws, m, n, K=k, K_PER=k // s,
+                                                               BLOCK_M=max(16, triton.next_power_of_2(m)),
+                                                               BLOCK_N=block_n, BLOCK_K=block_k)
     return ws
 
 
@@ -80,7 +46,8 @@ def partial_norm(ws, residual, gain, eps=EPS):
     """(RMSNorm(sum(ws) + residual), sum(ws) + residual) in one launch, both in the residual's dtype."""
     s, m, n = ws.shape
     out, res_out = torch.empty_like(residual), torch.empty_like(residual)
-    partial_norm_kernel[(m,)](ws, residual, gain, out, res_out, m, eps, N=n, S=s, BLOCK=triton.next_power_of_2(n))
+    fused._partial_norm_kernel()[(m,)](ws, residual, gain, out, res_out, m, eps, N=n, S=s,
+                                       BLOCK=triton.next_power_of_2(n))
     return out, res_out
 
 
