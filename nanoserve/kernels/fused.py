@@ -423,7 +423,8 @@ class SplitRowLinear(Linear):
 
     def forward(self, x: torch.Tensor):
         splits = split_count(self.in_features)
-        if not x.is_cuda or x.shape[0] > SPLIT_MAX_ROWS or self.bias is not None or splits is None:
+        if (not x.is_cuda or x.shape[0] > SPLIT_MAX_ROWS or self.bias is not None or splits is None
+                or x.dtype == torch.float32):  # on a GPU Triton's dot would round fp32 inputs to TF32
             return super().forward(x)
         return split_matmul(x, self.weight, splits)
 
