@@ -128,6 +128,12 @@ def compare_engines(model: str, runs: list, prompts: list) -> tuple:
     return rows, tokens
 
 
+def tokens_equal_to(tokens: dict, base: str) -> dict:
+    """{engine: how many of its greedy tokens equal engine `base`'s, position by position} for compare_engines'
+    tokens."""
+    return {name: sum(a == b for x, y in zip(out, tokens[base]) for a, b in zip(x, y)) for name, out in tokens.items()}
+
+
 def random_qwen3_0_6b(path: str = "/tmp/qwen3-0.6b-random") -> str:
     """A random-weight checkpoint of Qwen3-0.6B's exact shapes, with the tokenizer built on the CPU machine."""
     import shutil

@@ -7,7 +7,8 @@ import contextlib
 import sys
 
 import nanoserve.kernels.fused as fused
-from probe_timing import TPOT_CONFIG, compare_engines, print_tpot_table, random_qwen3_0_6b, write_result  # this folder
+from probe_timing import (TPOT_CONFIG, compare_engines, print_tpot_table, random_qwen3_0_6b,  # this folder
+                          tokens_equal_to, write_result)
 
 
 @contextlib.contextmanager
@@ -28,8 +29,7 @@ def main():
                   {"split_max_rows": fused.SPLIT_MAX_ROWS}),
                  (f"not split{again}", fused.fuse_model, split_rows(0), {"split_max_rows": 0})]
     engine, tokens = compare_engines(model, runs, [list(range(100, 164)), list(range(500, 900))])
-    same = {name: sum(a == b for x, y in zip(tokens[name], tokens["not split"]) for a, b in zip(x, y))
-            for name in tokens}
+    same = tokens_equal_to(tokens, "not split")
     write_result(sys.argv[1], TPOT_CONFIG, engine=engine, greedy_tokens_equal_to_not_split=same)
     print_tpot_table(engine, "split_max_rows")
     print("greedy tokens equal to 'not split' (of 128):", same)

@@ -21,7 +21,7 @@ import triton
 import nanoserve.kernels.fused as fused
 from nanoserve.model.qwen3 import Qwen3DecoderLayer
 from probe_timing import (TPOT_CONFIG, compare_engines, graph_us, print_tpot_table,  # this script's folder
-                          random_qwen3_0_6b, write_result)
+                          random_qwen3_0_6b, tokens_equal_to, write_result)
 
 REAL_SWAP = fused.fuse_model
 SHAPES = {"o": (1024, 2048), "down": (1024, 3072)}
@@ -137,8 +137,7 @@ def main():
                  (f"split-K{again}", layer_swap(limit, tiles), contextlib.nullcontext(),
                   {"o_down": f"split over K up to {limit} rows, partial sums added by the next norm"})]
     engine, tokens = compare_engines(model, runs, [list(range(100, 164)), list(range(500, 900))])
-    same = {name: sum(a == b for x, y in zip(tokens[name], tokens["as is"]) for a, b in zip(x, y))
-            for name in tokens}
+    same = tokens_equal_to(tokens, "as is")
     write_result(out_path, {**TPOT_CONFIG, "limit_rows": limit, "tiles": [list(t) for t in TILES]},
                  kernels=kernels, engine=engine, greedy_tokens_equal_to_as_is=same)
     print("\nkernels, µs per pair (best tile):  cuBLAS + norm   split + norm")
