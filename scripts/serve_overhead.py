@@ -108,6 +108,13 @@ def on_loop(loop, fn):
     return box[0]
 
 
+def engine_kwargs(args) -> dict:
+    """The engine's options: the tiny model eager in fp32 on the CPU, or a checkpoint as served on a GPU."""
+    if args.device == "cpu":
+        return {"device": "cpu", "enforce_eager": True, "max_model_len": 1024, "max_num_seqs": args.concurrency}
+    return {"dtype": "bfloat16", "max_model_len": 1024, "max_num_seqs": max(256, args.concurrency)}
+
+
 def serve_once(model_dir: Path, args, profile: bool) -> dict:
     """One served run: engine steps, the loop thread's CPU time, the client's chunk times (and a profile)."""
     from nanoserve.engine.engine import LLMEngine
@@ -116,8 +123,7 @@ def serve_once(model_dir: Path, args, profile: bool) -> dict:
     from nanoserve.entrypoints.openai_server import build_app
     from nanoserve.serve import FrontendArgs
 
-    llm_engine = LLMEngine.from_args(str(model_dir), device="cpu", enforce_eager=True, max_model_len=1024,
-                                     max_num_seqs=args.concurrency)
+    llm_engine = LLMEngine.from_args(str(model_dir), **engine_kwargs(args))
     engine = AsyncEngine(llm_engine)
     server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), str(model_dir))).start()
     loop = _server_loop(server)
@@ -218,7 +224,7 @@ def offline(model_dir: Path, args) -> dict:
     """The same load through LLM.generate (stepped on a thread): wall time per decode step at batch n."""
     from nanoserve import LLM, SamplingParams
 
-    llm = LLM(str(model_dir), device="cpu", enforce_eager=True, max_model_len=1024, max_num_seqs=args.concurrency)
+    llm = LLM(str(model_dir), **engine_kwargs(args))
     rng = random.Random(0)
     prompts = [{"prompt_token_ids": [rng.randrange(1000, VOCAB) for _ in range(args.prompt_len)]}
                for _ in range(args.concurrency)]
@@ -244,8 +250,7 @@ def engine_only(model_dir: Path, args) -> dict:
     from nanoserve.entrypoints.async_engine import AsyncEngine
     from nanoserve.sampling import SamplingParams
 
-    llm_engine = LLMEngine.from_args(str(model_dir), device="cpu", enforce_eager=True, max_model_len=1024,
-                                     max_num_seqs=args.concurrency)
+    llm_engine = LLMEngine.from_args(str(model_dir), **engine_kwargs(args))
     engine = AsyncEngine(llm_engine)
     rng = random.Random(0)
     prompts = [{"prompt_token_ids": [rng.randrange(1000, VOCAB) for _ in range(args.prompt_len)]}
@@ -297,7 +302,9 @@ def provenance(args) -> dict:
             "pydantic": pydantic.__version__,
             "note": "offline LLM.generate is stepped on a thread, like the server's worker (torch CPU ops on the "
                     "loading thread run ~2.5x faster here: per-thread OpenMP pools)",
-            "model": f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), fp32, eager",
+            "model": args.model or f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), fp32, eager",
+            "engine": {**engine_kwargs(args), "device": args.device},
+            "gpu": torch.cuda.get_device_name() if args.device == "cuda" else None,
             "config": {"concurrency": args.concurrency, "prompt_len": args.prompt_len, "max_tokens": args.max_tokens,
                        "runs": args.runs, "api": "/v1/completions stream, ignore_eos, temperature 0"},
             "date": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
@@ -312,14 +319,17 @@ def main() -> int:
     p.add_argument("--runs", type=int, default=3, help="unprofiled served runs (the median is reported)")
     p.add_argument("--label", default="run", help="the key this measurement gets in --out (before, after)")
     p.add_argument("--out", default=None, help="JSON to write (an existing file keeps its other labels)")
+    p.add_argument("--model", default=None, help="a checkpoint to serve on the GPU (default: the tiny model, CPU)")
     args = p.parse_args()
     if args.client:
         print(json.dumps(client(args.client, args.concurrency, args.prompt_len, args.max_tokens, 0)))
         return 0
     from nanoserve.model.tiny import make_tiny_checkpoint
 
+    args.device = "cuda" if args.model else "cpu"
     with tempfile.TemporaryDirectory() as tmp:
-        model_dir = make_tiny_checkpoint(Path(tmp) / "tiny", with_tokenizer=True, vocab_size=VOCAB)
+        model_dir = Path(args.model) if args.model else make_tiny_checkpoint(Path(tmp) / "tiny", with_tokenizer=True,
+                                                                             vocab_size=VOCAB)
         runs = [summarise(serve_once(model_dir, args, profile=False), args.concurrency) for _ in range(args.runs)]
         profiled = serve_once(model_dir, args, profile=True)
         off = offline(model_dir, args)
@@ -333,8 +343,8 @@ def main() -> int:
         data = json.loads(out.read_text()) if out.exists() else {}
         data[args.label] = result
         out.write_text(json.dumps(data, indent=1) + "\n")
-    print(f"\n{args.label}: {args.concurrency} concurrent streams, {args.prompt_len} in / {args.max_tokens} out, tiny "
-          f"model on CPU ({len(runs)} runs, median)")
+    print(f"\n{args.label}: {args.concurrency} concurrent streams, {args.prompt_len} in / {args.max_tokens} out, "
+          f"{'tiny model on CPU' if args.device == 'cpu' else result['provenance']['gpu']} ({len(runs)} runs, median)")
     rows = [("engine step (served, decode, wall)", served["engine_step_ms_p50"], "ms"),
             ("engine step period (served)", served["step_period_ms_p50"], "ms"),
             ("client ITL p50", served["client_itl_ms_p50"], "ms"),
