@@ -40,11 +40,13 @@ def lock_holding_encode(self, text, *args, add_special_tokens: bool = True, **kw
 ARMS = {"encode_batch (lock let go)": NOW, "encode (lock held)": lock_holding_encode}
 
 
-def stubbed_engine(model_dir: str) -> AsyncEngine:
-    """The server's AsyncEngine over a CPU LLMEngine whose forward sleeps for a GPU step and returns zeros."""
+STUB_ENGINE_ARGS = dict(device="cpu", enforce_eager=True, max_model_len=2048, max_num_seqs=256,
+                        max_num_batched_tokens=8192)
+
+
+def stub_forward(engine: LLMEngine) -> None:
+    """Replace the model's forward by a sleep as long as a GPU step that returns zeros (in whichever process)."""
     torch.set_num_threads(1)
-    engine = LLMEngine.from_args(model_dir, device="cpu", enforce_eager=True, max_model_len=2048, max_num_seqs=256,
-                                 max_num_batched_tokens=8192)
     runner = engine.core.executor
     vocab = runner.model_config.vocab_size
 
@@ -53,6 +55,24 @@ def stubbed_engine(model_dir: str) -> AsyncEngine:
         return torch.zeros(len(step.logits_indices), vocab, dtype=runner.dtype)
 
     runner.forward = forward
+
+
+GPU_ENGINE_ARGS = dict(dtype="bfloat16", max_model_len=2048, max_num_seqs=256, max_num_batched_tokens=8192,
+                       gpu_memory_utilization=0.4)  # two engines share one GPU when arms alternate
+
+
+def stubbed_engine(model_dir: str, process: bool = False, gpu: bool = False) -> AsyncEngine:
+    """The server's AsyncEngine over a CPU engine whose forward is stubbed (or with gpu=True, the real model on the
+    GPU): on a worker thread of this process, or (process=True) in a process of its own (chapter 16 section 6)."""
+    kwargs, stub = (GPU_ENGINE_ARGS, None) if gpu else (STUB_ENGINE_ARGS, stub_forward)
+    if process:
+        from nanoserve.engine.config import EngineConfig
+        from nanoserve.entrypoints.engine_process import EngineProcess
+
+        return AsyncEngine(EngineProcess(EngineConfig(model=model_dir, **kwargs), on_start=stub))
+    engine = LLMEngine.from_args(model_dir, **kwargs)
+    if stub is not None:
+        stub(engine)
     return AsyncEngine(engine)
 
 

@@ -1,5 +1,6 @@
 """Many streams at once through the HTTP server on the CPU: a delta per step against steps merged while the reader
-was behind (issue 36, 2026-12-06, third session).
+was behind (issue 36, 2026-12-06, third session), or (--compare worker) the engine on a thread of the server's
+process against the engine in a process of its own (chapter 16 section 6).
 
 The server's AsyncEngine on the tiny random Qwen3 whose forward is stubbed by a sleep as long as an H100 step (as
 `serve_burst.py` does), behind the real FastAPI app; a child process streams every request at once, as
@@ -8,6 +9,7 @@ first-token and per-token times, SSE chunks per request, the engine's step perio
 The arms alternate. Writes JSON with provenance and prints a table last:
 
     python scripts/serve_saturation.py --out benchmarks/results/serve_saturation_cpu.json
+    python scripts/serve_saturation.py --compare worker --out benchmarks/results/serve_engine_process_cpu.json
 """
 import argparse
 import json
@@ -50,27 +52,30 @@ ARMS = {"merged when behind": MERGED, "one delta per step": one_delta_per_step}
 
 
 def served_run(server, loop, llm_engine, args) -> dict:
-    """One burst through the server: the client's view, the engine's step period, the loop's CPU seconds."""
-    starts, step = [], llm_engine.step
+    """One burst through the server: the client's view, the engine's step period (an engine in this process), the
+    loop's CPU seconds."""
+    starts, step = [], getattr(llm_engine, "step", None)
 
     def timed_step():
         starts.append(time.perf_counter())
         return step()
 
-    llm_engine.step = timed_step
+    if step is not None:
+        llm_engine.step = timed_step
     cpu0 = on_loop(loop, time.thread_time)
     cmd = [sys.executable, __file__, "--client", server.url, "--requests", str(args.requests),
            "--prompt-len", str(args.prompt_len), "--max-tokens", str(args.max_tokens)]
     seen = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     loop_cpu = on_loop(loop, time.thread_time) - cpu0
-    llm_engine.step = step
+    if step is not None:
+        llm_engine.step = step
     first, last, chunks = zip(*((t[0] - seen["start"], t[-1] - seen["start"], len(t)) for t in seen["times"]))
     periods = [b - a for a, b in zip(starts, starts[1:])]
     return {"wall_s": seen["wall_s"], "output_tok_s": args.requests * args.max_tokens / seen["wall_s"],
             "ttft_ms_median": 1e3 * statistics.median(first),
             "tpot_ms_median": 1e3 * statistics.median((b - a) / (args.max_tokens - 1) for a, b in zip(first, last)),
-            "chunks_per_request_median": statistics.median(chunks), "steps": len(starts),
-            "step_period_ms_median": 1e3 * statistics.median(periods), "loop_cpu_s": loop_cpu}
+            "chunks_per_request_median": statistics.median(chunks), "steps": len(starts) or None,
+            "step_period_ms_median": 1e3 * statistics.median(periods) if periods else None, "loop_cpu_s": loop_cpu}
 
 
 def main() -> int:
@@ -80,41 +85,52 @@ def main() -> int:
     p.add_argument("--prompt-len", type=int, default=512)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3, help="each arm this many times, arms alternating")
+    p.add_argument("--compare", choices=("merge", "worker"), default="merge",
+                   help="merge: how the loop reads a step's outputs; worker: engine thread against engine process")
+    p.add_argument("--model", default=None, help="a checkpoint served on the GPU, its real forward (default: the "
+                   "tiny model on the CPU, its forward stubbed)")
     p.add_argument("--out", default=None)
     args = p.parse_args()
     if args.client:
         print(json.dumps(client(args.client, args.requests, args.prompt_len, args.max_tokens, seed=0)))
         return 0
     tmp = tempfile.TemporaryDirectory()
-    model = str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
-    engine = stubbed_engine(model)
-    server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model)).start()
-    loop = _server_loop(server)
+    model = args.model or str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
+    process_arm = {"merge": {}, "worker": {"engine thread": False, "engine process": True}}[args.compare]
+    servers = {}  # arm -> (engine, server, loop): one server per worker kind, or one for both read modes
+    for arm, process in (process_arm or {"merge": False}).items():
+        engine = stubbed_engine(model, process=process, gpu=args.model is not None)
+        server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model)).start()
+        servers[arm] = (engine, server, _server_loop(server))
+    arms = ARMS if args.compare == "merge" else dict.fromkeys(servers, MERGED)
     warm = argparse.Namespace(**{**vars(args), "requests": 8, "max_tokens": 4})
-    served_run(server, loop, engine.engine, warm)  # every path once
-    runs = {name: [] for name in ARMS}
+    for engine, server, loop in servers.values():
+        served_run(server, loop, engine.engine, warm)  # every path once
+    runs = {name: [] for name in arms}
     for _ in range(args.repeats):
-        for name, aiter in ARMS.items():
+        for name, aiter in arms.items():
+            engine, server, loop = servers.get(name, servers.get("merge"))
             async_engine.RequestGroup.__aiter__ = aiter
             try:
                 run = served_run(server, loop, engine.engine, args)
             finally:
                 async_engine.RequestGroup.__aiter__ = MERGED
             runs[name].append(run)
-            print(f"{name:20s} " + ", ".join(f"{k} {v:.4g}" for k, v in run.items()), flush=True)
-    server.stop()
-    engine.shutdown()
+            print(f"{name:20s} " + ", ".join(f"{k} {v:.4g}" for k, v in run.items() if v is not None), flush=True)
+    for engine, server, _ in servers.values():
+        server.stop()
+        engine.shutdown()
     tmp.cleanup()
     print(f"\n{args.requests} streams at once, {args.prompt_len} tokens in, {args.max_tokens} out (runs in order)")
     for key in ("output_tok_s", "step_period_ms_median", "tpot_ms_median", "ttft_ms_median",
                 "chunks_per_request_median", "loop_cpu_s"):
-        print(f"{key:26s} " + "   ".join(f"{name}: " + " · ".join(f"{r[key]:.4g}" for r in rs)
-                                         for name, rs in runs.items()))
+        print(f"{key:26s} " + "   ".join(f"{name}: " + " · ".join("-" if r[key] is None else f"{r[key]:.4g}"
+                                                                   for r in rs) for name, rs in runs.items()))
     if args.out:
         provenance = {**collect_provenance(), "cores": os.cpu_count(), "date": utc_now(),
                       "command": shlex.join(["python", *sys.argv]), "config": vars(args),
-                      "model": f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), forward stubbed by "
-                               "sleep(3 ms + 4 µs per token)", "client": "httpx in a child process, prompt token ids"}
+                      "model": args.model or f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), forward "
+                               "stubbed by sleep(3 ms + 4 µs per token)", "client": "httpx in a child process, prompt token ids"}
         with open(args.out, "w") as f:
             json.dump({"provenance": provenance, "runs": runs}, f, indent=1)
     return 0

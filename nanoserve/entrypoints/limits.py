@@ -138,7 +138,7 @@ def check_request(req: GenerateRequest, limits: ServerLimits, engine) -> None:
     if n > limits.max_n:
         raise RequestError(f"{asked} is more than this server allows ({limits.max_n}, its --max-n)", param)
     check_logprobs(req, engine.config.max_logprobs)
-    capacity = engine.block_manager.num_blocks * engine.config.block_size
+    capacity = engine.num_kv_blocks * engine.config.block_size
     if req.max_tokens_given:
         per_choice, limit, field = req.params.max_tokens, engine.config.max_model_len, req.max_tokens_field
         if per_choice > limit:  # vLLM's words and parameter
