@@ -93,6 +93,8 @@ class FrontendArgs(ServerLimits):
     allowed_origins: list | None = field(None, Rule("any", optional=True, parse=_names, help="CORS: origins allowed "
                                                     "to call the API from a browser (None: a page elsewhere cannot "
                                                     "read the answers)"))
+    engine_process: bool = field(False, Rule("bool", help="run the engine in a process of its own, as vLLM does "
+                                             "(chapter 16 section 6); off: on a thread of the server's process"))
 
     def __post_init__(self):
         super().__post_init__()  # every field's rule
@@ -216,7 +218,12 @@ def main(argv=None, serve_by_default: bool = False) -> int:
         except OSError as err:
             return fail(f"--chat-template {template}: {err.strerror or err}")
     try:
-        engine = AsyncEngine(LLMEngine.from_engine_args(engine_flags))
+        if settings.engine_process:
+            from nanoserve.entrypoints.engine_process import EngineProcess
+
+            engine = AsyncEngine(EngineProcess(engine_flags.create_engine_config()))
+        else:
+            engine = AsyncEngine(LLMEngine.from_engine_args(engine_flags))
     except ValueError as err:  # no such model, a config it cannot serve, flags that do not fit: the door's line
         return fail(str(err))
     except OSError as err:  # a checkpoint file that cannot be read

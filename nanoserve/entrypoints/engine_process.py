@@ -3,20 +3,19 @@
 __all__ = ['EngineView', 'portable', 'run_engine', 'EngineProcess']
 
 
-# %% chapters/16_serving.ipynb #c068
+# %% chapters/16_serving.ipynb #c070
 import atexit
 import copy
 import itertools
 import multiprocessing
 import pickle
 import queue
+import signal
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
-from nanoserve.engine.config import EngineConfig
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.engine.input_processor import engine_tokenizer_source, load_engine_tokenizer
 from nanoserve.entrypoints.async_engine import EngineWorker, RequestAborted, _post, _settle, engine_counters
 
 
@@ -24,12 +23,12 @@ from nanoserve.entrypoints.async_engine import EngineWorker, RequestAborted, _po
 class EngineView:
     """What the HTTP front end reads of an engine in another process; fixed once that engine is built."""
 
-    config: EngineConfig
+    config: object  # the engine's resolved EngineConfig
     model_path: Path
     vocab_size: int
     num_kv_blocks: int
     default_params: object  # SamplingParams from the checkpoint's generation_config.json
-    tokenizer: object  # loaded in this process too: text is tokenized here, before a request crosses over
+    tokenizer: object  # a copy of the engine's: text is tokenized here, before a request crosses over
 
     def get_default_sampling_params(self):
         return copy.copy(self.default_params)
@@ -43,7 +42,7 @@ def portable(error: BaseException) -> BaseException:
         return RuntimeError(f"{type(error).__name__}: {error}")
 
 
-# %% chapters/16_serving.ipynb #c069
+# %% chapters/16_serving.ipynb #c072
 def _read_commands(conn, inbox: queue.SimpleQueue) -> None:
     """A thread of the child: move commands from the pipe to the inbox as they come, so a sender never waits on a
     step; the parent gone (end of file) reads as a stop."""
@@ -66,9 +65,10 @@ def _slim(outputs: list, sent: set) -> list:
     return outputs
 
 
-def run_engine(commands, results, config: EngineConfig, on_start=None) -> None:
+def run_engine(commands, results, config, on_start=None) -> None:
     """The child process: build the engine, report what the front end needs, then admit, abort and step until told
     to stop. Each message back is (admission verdicts, this step's outputs or the error that ended it, counters)."""
+    signal.signal(signal.SIGINT, signal.SIG_IGN)  # Ctrl-C reaches the whole process group: the parent decides
     try:
         engine = LLMEngine(config)
         if on_start is not None:  # a module-level function run on the built engine (benchmarks stub the model)
@@ -78,7 +78,7 @@ def run_engine(commands, results, config: EngineConfig, on_start=None) -> None:
         return
     results.send(("ready", {"model_path": engine.model_path, "vocab_size": engine.vocab_size,
                             "num_kv_blocks": engine.num_kv_blocks, "config": engine.config,
-                            "default_params": engine.get_default_sampling_params(),
+                            "default_params": engine.get_default_sampling_params(), "tokenizer": engine.tokenizer,
                             "counters": engine_counters(engine)}))
     inbox = queue.SimpleQueue()
     threading.Thread(target=_read_commands, args=(commands, inbox), daemon=True).start()
@@ -121,14 +121,13 @@ def run_engine(commands, results, config: EngineConfig, on_start=None) -> None:
         engine.shutdown()
 
 
-# %% chapters/16_serving.ipynb #c070
+# %% chapters/16_serving.ipynb #c074
 class EngineProcess(EngineWorker):
     """An EngineWorker whose engine runs in a child process: commands go down one pipe, each step's outputs come
     up another to a reader thread here, which hands them to the groups' loops."""
 
-    def __init__(self, config: EngineConfig, on_start=None, start_timeout_s: float = 900.0):
-        if not isinstance(config, EngineConfig):
-            raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
+    def __init__(self, config, on_start=None, start_timeout_s: float = 900.0):
+        """`config`: the EngineConfig the child builds its LLMEngine from (LLMEngine checks it there)."""
         super().__init__()
         self._lock = threading.Lock()  # guards the maps below: the loop thread and the reader thread share them
         self._send_lock = threading.Lock()  # one message at a time down the pipe (never held with _lock)
@@ -141,8 +140,7 @@ class EngineProcess(EngineWorker):
         atexit.register(self._stop_process)  # an interpreter that exits without shutdown() would wait on the child
         commands_in.close()
         results_out.close()
-        try:  # this process's tokenizer loads while the child builds the engine
-            tokenizer = load_engine_tokenizer(engine_tokenizer_source(config, config.model_path()))
+        try:
             kind, facts = self._wait_ready(start_timeout_s)
         except BaseException:
             self._stop_process()
@@ -151,7 +149,7 @@ class EngineProcess(EngineWorker):
             self._process.join(timeout=30)
             raise facts
         self._counters = facts.pop("counters")
-        self.engine = EngineView(tokenizer=tokenizer, **facts)
+        self.engine = EngineView(**facts)
         self._pending: dict = {}  # admission key -> (group, accepted future)
         self._dropped: set = set()  # ids aborted before their admission's verdict came back
         self._prompts: dict = {}  # request id -> (prompt, prompt ids), sent once by the child

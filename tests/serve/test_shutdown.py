@@ -13,9 +13,10 @@ SLOW = {"model": MODEL_NAME, "prompt": "Hello " * 20, "max_tokens": 900, "temper
         "seed": 0, "ignore_eos": True}
 
 
-@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["SIGTERM", "SIGINT"])
-def test_signal_ends_open_requests_cleanly_and_exits_0(start_server, sig):
-    srv = start_server()
+@pytest.mark.parametrize("sig,flags", [(signal.SIGTERM, ()), (signal.SIGINT, ()), (signal.SIGINT, ("--engine-process",))],
+                         ids=["SIGTERM", "SIGINT", "SIGINT-engine-process"])
+def test_signal_ends_open_requests_cleanly_and_exits_0(start_server, sig, flags):
+    srv = start_server(*flags)
     plain, events = {}, []
 
     def plain_request():

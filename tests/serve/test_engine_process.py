@@ -1,0 +1,178 @@
+"""The engine in a process of its own (chapter 16 section 6): the worker thread's tokens, door checks, aborts,
+shutdown, and the HTTP server over it."""
+import asyncio
+import threading
+import time
+
+import httpx
+import pytest
+
+from nanoserve import SamplingParams
+from nanoserve.engine.config import EngineConfig
+from nanoserve.entrypoints.async_engine import AsyncEngine, RequestAborted
+from nanoserve.entrypoints.engine_process import EngineProcess
+
+ARGS = dict(device="cpu", max_model_len=512, num_kv_blocks=128, max_num_seqs=4)
+GREEDY = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
+PROMPTS = ["Hello", "Good morning", {"prompt_token_ids": [3, 14, 15, 92, 65]}, "a b c", "The capital of France"]
+
+
+def in_process(model_dir) -> AsyncEngine:
+    return AsyncEngine(EngineProcess(EngineConfig(model=str(model_dir), **ARGS)))
+
+
+@pytest.fixture(scope="module")
+def engines(tiny_model_dir):
+    pair = in_process(tiny_model_dir), AsyncEngine.from_args(tiny_model_dir, **ARGS)
+    yield pair
+    for engine in pair:
+        engine.shutdown()
+
+
+def finals(engine: AsyncEngine, prompts: list, params, tag: str) -> list:
+    """Each prompt as its own request, all at once; the final outputs in prompt order."""
+    async def one(i, prompt):
+        group = await engine.generate([prompt], params, f"{tag}{i}")
+        return (await group.final_outputs())[0]
+
+    async def run():
+        return await asyncio.gather(*(one(i, p) for i, p in enumerate(prompts)))
+    return asyncio.run(run())
+
+
+async def idle(engine: AsyncEngine, timeout: float = 30.0) -> dict:
+    """The engine's counters once nothing runs or waits."""
+    deadline = time.monotonic() + timeout
+    while True:
+        snap = engine.snapshot()
+        if not (snap["num_requests_running"] or snap["num_requests_waiting"]):
+            return snap
+        assert time.monotonic() < deadline, snap
+        await asyncio.sleep(0.02)
+
+
+def test_same_outputs_as_the_worker_thread_with_more_requests_than_slots(engines):
+    process, thread = engines
+    a, b = finals(process, PROMPTS, GREEDY, "p"), finals(thread, PROMPTS, GREEDY, "t")
+    for x, y in zip(a, b):
+        assert x.outputs[0].token_ids == y.outputs[0].token_ids and len(x.outputs[0].token_ids) == 12
+        assert x.outputs[0].text == y.outputs[0].text and x.outputs[0].finish_reason == y.outputs[0].finish_reason
+        assert x.prompt_token_ids == y.prompt_token_ids and x.prompt == y.prompt
+
+
+def test_every_delta_carries_its_prompt_and_the_deltas_add_up(engines):
+    process, _ = engines
+
+    async def run():
+        group = await process.generate(["Hello there"], GREEDY, "deltas")
+        return [d async for d in group]
+    deltas = asyncio.run(run())
+    final = finals(process, ["Hello there"], GREEDY, "deltas-final")[0]
+    assert len(deltas) > 1 and deltas[-1].finished
+    assert all(d.prompt_token_ids == final.prompt_token_ids and d.prompt == "Hello there" for d in deltas)
+    assert [t for d in deltas for t in d.outputs[0].token_ids] == final.outputs[0].token_ids
+    assert "".join(d.outputs[0].text for d in deltas) == final.outputs[0].text
+
+
+def test_a_door_check_fails_in_the_caller_and_the_engine_stays_usable(engines):
+    process, thread = engines
+
+    async def bad(engine):
+        with pytest.raises(ValueError, match="outside the vocabulary") as err:
+            await engine.generate([{"prompt_token_ids": [10**9]}], GREEDY, "bad")
+        return str(err.value)
+    assert asyncio.run(bad(process)) == asyncio.run(bad(thread))
+    assert len(finals(process, ["still here"], GREEDY, "after-bad")[0].outputs[0].token_ids) == 12
+
+
+def test_an_abort_frees_the_blocks(engines):
+    process, _ = engines
+    long = SamplingParams(max_tokens=400, temperature=0, ignore_eos=True)
+
+    async def run():
+        group = await process.generate(["a long one"], long, "aborted")
+        seen = 0
+        async for delta in group:
+            seen += len(delta.outputs[0].token_ids)
+            if seen >= 3:
+                break
+        group.abort()
+        return seen, await idle(process)
+    seen, snap = asyncio.run(run())
+    assert 3 <= seen < 400 and snap["kv_blocks_used"] == 0
+
+
+def test_shutdown_ends_open_requests_and_the_child(tiny_model_dir):
+    engine = in_process(tiny_model_dir)
+    long = SamplingParams(max_tokens=450, temperature=0, ignore_eos=True)
+
+    async def run():
+        group = await engine.generate(["Hello"], long, "open")
+        async for _ in group:
+            threading.Thread(target=engine.shutdown).start()
+            with pytest.raises(RequestAborted):
+                async for _ in group:
+                    pass
+            return
+    asyncio.run(run())
+    child = engine.worker._process
+    child.join(timeout=60)
+    assert child.exitcode == 0
+
+    async def after():
+        with pytest.raises(RequestAborted):
+            await engine.generate(["Hello"], GREEDY, "late")
+    asyncio.run(after())
+    engine.shutdown()  # twice is fine
+
+
+def refuse(engine) -> None:
+    """An on_start hook that fails in the child, as a model that cannot be served does."""
+    raise ValueError(f"cannot serve this model ({engine.vocab_size} tokens)")
+
+
+def test_an_engine_that_cannot_start_raises_in_the_parent(tiny_model_dir):
+    config = EngineConfig(model=str(tiny_model_dir), **ARGS)
+    with pytest.raises(ValueError, match="cannot serve this model"):
+        EngineProcess(config, on_start=refuse)
+    with pytest.raises(TypeError, match="EngineConfig"):
+        EngineProcess(str(tiny_model_dir))
+
+
+def test_the_http_server_over_an_engine_process(tiny_model_dir):
+    """Stopping a server ends its engine's intake (end_all), so this test has engines of its own."""
+    from nanoserve.entrypoints.launch import BackgroundServer
+    from nanoserve.entrypoints.openai_server import build_app
+    from nanoserve.serve import FrontendArgs
+
+    process, thread = in_process(tiny_model_dir), AsyncEngine.from_args(tiny_model_dir, **ARGS)
+    body = {"model": "tiny", "prompt": "Hello", "max_tokens": 8, "temperature": 0, "ignore_eos": True}
+    texts = []
+    for engine in (process, thread):
+        server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), str(tiny_model_dir)))
+        server.start()
+        try:
+            ok = httpx.post(server.url + "/v1/completions", json=body, timeout=60, trust_env=False)
+            too_long = httpx.post(server.url + "/v1/completions", json={**body, "max_tokens": 10**6}, timeout=60,
+                                  trust_env=False)
+            scraped = httpx.get(server.url + "/metrics", timeout=10, trust_env=False).text
+        finally:
+            server.stop()
+            engine.shutdown()
+        assert ok.status_code == 200 and too_long.status_code == 400
+        assert "max_model_len" in too_long.json()["error"]["message"]
+        assert "nanoserve:kv_blocks_total" in scraped or "kv_cache_usage_perc" in scraped
+        texts.append(ok.json()["choices"][0]["text"])
+    assert texts[0] == texts[1]
+
+
+def test_the_child_ignores_ctrl_c(engines):
+    """Ctrl-C signals a terminal's whole process group: the engine process lets the server decide."""
+    import os
+    import signal
+
+    process, _ = engines
+    os.kill(process.worker._process.pid, signal.SIGINT)
+    time.sleep(0.5)
+    assert process.worker._process.is_alive()
+    assert len(finals(process, ["after Ctrl-C"], GREEDY, "sigint")[0].outputs[0].token_ids) == 12
