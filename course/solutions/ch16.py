@@ -72,4 +72,11 @@ EXPLANATIONS = {
              "TPOT grows (bigger batches) and TTFT grows (prefills queue); past it TTFT explodes. Goodput peaks "
              "at the highest rate where the p99 of both still meets the SLOs, usually somewhat below the rate "
              "of maximum throughput: all at once (inf) gives the highest throughput and the lowest goodput."),
+    "16.7": ("The reader thread's recv raises EOFError when the child dies, so it marks the worker stopping and ends "
+             "every open request with RuntimeError('the engine process exited (code -9)'): the stream's reader "
+             "raises it and the server sends its error event. Admissions still waiting get the same error, and a "
+             "new generate() raises RequestAborted ('the engine is shut down'), which the server answers with 503. "
+             "Nothing waits for a step that will never come. tests/serve/test_engine_process.py kills the child "
+             "the same way. Restarting the child would need the requests' state, which died with it: vLLM too "
+             "fails the open requests and stops."),
 }

@@ -176,3 +176,23 @@ def test_the_child_ignores_ctrl_c(engines):
     time.sleep(0.5)
     assert process.worker._process.is_alive()
     assert len(finals(process, ["after Ctrl-C"], GREEDY, "sigint")[0].outputs[0].token_ids) == 12
+
+
+def test_a_child_that_dies_ends_its_streams_and_new_requests_are_refused(tiny_model_dir):
+    import os
+    import signal
+
+    engine = in_process(tiny_model_dir)
+    long = SamplingParams(max_tokens=450, temperature=0, ignore_eos=True)
+
+    async def run():
+        group = await engine.generate(["Hello"], long, "doomed")
+        with pytest.raises(RuntimeError, match="the engine process exited"):
+            async for _ in group:
+                os.kill(engine.worker._process.pid, signal.SIGKILL)
+        with pytest.raises(RequestAborted):
+            await engine.generate(["Hello"], GREEDY, "after")
+    try:
+        asyncio.run(asyncio.wait_for(run(), timeout=60))
+    finally:
+        engine.shutdown()
