@@ -170,8 +170,8 @@ class EngineProcess(EngineWorker):
         with self._lock:
             if command[0] == "abort":
                 rid = command[1]
-                if self._live.pop(rid, None) is None:
-                    self._dropped.add(rid)  # maybe its verdict is still on the way
+                if self._live.pop(rid, None) is None and any(rid in g.request_ids for g, _ in self._pending.values()):
+                    self._dropped.add(rid)  # its verdict is still on the way
                 self._prompts.pop(rid, None)
                 message = command
             else:

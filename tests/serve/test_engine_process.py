@@ -196,3 +196,20 @@ def test_a_child_that_dies_ends_its_streams_and_new_requests_are_refused(tiny_mo
         asyncio.run(asyncio.wait_for(run(), timeout=60))
     finally:
         engine.shutdown()
+
+
+def test_a_request_cancelled_before_its_verdict_leaves_nothing_behind(engines):
+    process, _ = engines
+    long = SamplingParams(max_tokens=400, temperature=0, ignore_eos=True)
+
+    async def run():
+        task = asyncio.create_task(process.generate(["cancel me"], long, "early"))
+        while not process.worker._pending and not task.done():
+            await asyncio.sleep(0)
+        task.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await task
+        return await idle(process)
+    snap = asyncio.run(run())
+    assert snap["kv_blocks_used"] == 0
+    assert not process.worker._live and not process.worker._dropped
