@@ -61,7 +61,7 @@ GPU_ENGINE_ARGS = dict(dtype="bfloat16", max_model_len=2048, max_num_seqs=256, m
                        gpu_memory_utilization=0.4)  # two engines share one GPU when arms alternate
 
 
-def stubbed_engine(model_dir: str, process: bool = False, gpu: bool = False) -> AsyncEngine:
+def served_engine(model_dir: str, process: bool = False, gpu: bool = False) -> AsyncEngine:
     """The server's AsyncEngine over a CPU engine whose forward is stubbed (or with gpu=True, the real model on the
     GPU): on a worker thread of this process, or (process=True) in a process of its own (chapter 16 section 6)."""
     kwargs, stub = (GPU_ENGINE_ARGS, None) if gpu else (STUB_ENGINE_ARGS, stub_forward)
@@ -124,7 +124,7 @@ def main() -> int:
     args = p.parse_args()
     with tempfile.TemporaryDirectory() as tmp:
         model = make_tiny_checkpoint(tmp, seed=0, with_tokenizer=True)
-        engine = stubbed_engine(str(model))
+        engine = served_engine(str(model))
     rng = random.Random(0)
     tok = engine.tokenizer
     prompts = [tok.decode([rng.randrange(0, 150000) for _ in range(args.prompt_len)]) for _ in range(args.prompts)]

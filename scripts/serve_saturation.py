@@ -28,7 +28,7 @@ from nanoserve.entrypoints.launch import BackgroundServer
 from nanoserve.entrypoints.openai_server import build_app
 from nanoserve.model.tiny import make_tiny_checkpoint
 from nanoserve.serve import FrontendArgs
-from serve_burst import stubbed_engine
+from serve_burst import served_engine
 from serve_overhead import VOCAB, _server_loop, client, on_loop
 
 MERGED = RequestGroup.__aiter__
@@ -99,7 +99,7 @@ def main() -> int:
     process_arm = {"merge": {}, "worker": {"engine thread": False, "engine process": True}}[args.compare]
     servers = {}  # arm -> (engine, server, loop): one server per worker kind, or one for both read modes
     for arm, process in (process_arm or {"merge": False}).items():
-        engine = stubbed_engine(model, process=process, gpu=args.model is not None)
+        engine = served_engine(model, process=process, gpu=args.model is not None)
         server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model)).start()
         servers[arm] = (engine, server, _server_loop(server))
     arms = ARMS if args.compare == "merge" else dict.fromkeys(servers, MERGED)

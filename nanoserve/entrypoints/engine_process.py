@@ -16,7 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from nanoserve.engine.engine import LLMEngine
-from nanoserve.entrypoints.async_engine import EngineWorker, RequestAborted, _post, _settle, engine_counters
+from nanoserve.entrypoints.async_engine import (EngineWorker, RequestAborted, _post, _settle, admit_all,
+                                                engine_counters)
 
 
 @dataclass(frozen=True)
@@ -99,12 +100,10 @@ def run_engine(commands, results, config, on_start=None) -> None:
                     continue
                 key, prompts, params, ids = args
                 try:
-                    requests = [engine.process_request(p, params, rid, stream_text=True) for p, rid in zip(prompts, ids)]
+                    admit_all(engine, prompts, params, ids)
                 except Exception as err:  # the door checks: the parent's handler answers 400
                     verdicts.append((key, portable(err)))
                     continue
-                for request in requests:
-                    engine.enqueue(request)
                 live.update(ids)
                 verdicts.append((key, None))
             outputs = None
