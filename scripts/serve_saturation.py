@@ -1,6 +1,7 @@
 """Many streams at once through the HTTP server on the CPU: a delta per step against steps merged while the reader
-was behind (issue 36, 2026-12-06, third session), or (--compare worker) the engine on a thread of the server's
-process against the engine in a process of its own (chapter 16 section 6).
+was behind (issue 36, 2026-12-06, third session), (--compare worker) the engine on a thread of the server's
+process against the engine in a process of its own (chapter 16 section 6), or (--compare uvicorn) uvicorn on
+asyncio's loop and h11 against uvloop and httptools.
 
 The server's AsyncEngine on the tiny random Qwen3 whose forward is stubbed by a sleep as long as an H100 step (as
 `serve_burst.py` does), behind the real FastAPI app; a child process streams every request at once, as
@@ -10,6 +11,7 @@ The arms alternate. Writes JSON with provenance and prints a table last:
 
     python scripts/serve_saturation.py --out benchmarks/results/serve_saturation_cpu.json
     python scripts/serve_saturation.py --compare worker --out benchmarks/results/serve_engine_process_cpu.json
+    python scripts/serve_saturation.py --compare uvicorn --out benchmarks/results/serve_uvloop_cpu.json
 """
 import argparse
 import json
@@ -49,6 +51,12 @@ async def one_delta_per_step(self):
 
 
 ARMS = {"merged when behind": MERGED, "one delta per step": one_delta_per_step}
+SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings); "merge" reads one server two ways
+    "merge": {"merge": (False, {})},
+    "worker": {"engine thread": (False, {}), "engine process": (True, {})},
+    "uvicorn": {"asyncio + h11": (False, {"loop": "asyncio", "http": "h11"}),
+                "uvloop + httptools": (False, {"loop": "uvloop", "http": "httptools"})},
+}
 
 
 def served_run(server, loop, llm_engine, args) -> dict:
@@ -85,8 +93,11 @@ def main() -> int:
     p.add_argument("--prompt-len", type=int, default=512)
     p.add_argument("--max-tokens", type=int, default=128)
     p.add_argument("--repeats", type=int, default=3, help="each arm this many times, arms alternating")
-    p.add_argument("--compare", choices=("merge", "worker"), default="merge",
-                   help="merge: how the loop reads a step's outputs; worker: engine thread against engine process")
+    p.add_argument("--compare", choices=tuple(SERVERS), default="merge",
+                   help="merge: how the loop reads a step's outputs; worker: engine thread against engine process; "
+                        "uvicorn: asyncio and h11 against uvloop and httptools")
+    p.add_argument("--engine-process", action="store_true",
+                   help="--compare merge or uvicorn: every server's engine in a process of its own")
     p.add_argument("--model", default=None, help="a checkpoint served on the GPU, its real forward (default: the "
                    "tiny model on the CPU, its forward stubbed)")
     p.add_argument("--out", default=None)
@@ -96,12 +107,15 @@ def main() -> int:
         return 0
     tmp = tempfile.TemporaryDirectory()
     model = args.model or str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
-    process_arm = {"merge": {}, "worker": {"engine thread": False, "engine process": True}}[args.compare]
-    servers = {}  # arm -> (engine, server, loop): one server per worker kind, or one for both read modes
-    for arm, process in (process_arm or {"merge": False}).items():
-        engine = served_engine(model, process=process, gpu=args.model is not None)
-        server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model)).start()
-        servers[arm] = (engine, server, _server_loop(server))
+    servers = {}  # arm -> (engine, server, loop): one server per arm, or one for both read modes
+    for arm, (process, settings) in SERVERS[args.compare].items():
+        engine = served_engine(model, process=process or args.engine_process, gpu=args.model is not None)
+        server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model))
+        vars(server.server.config).update(settings)  # read when the server starts
+        servers[arm] = (engine, server.start(), _server_loop(server))
+    loops = {arm: f"{type(loop).__module__}.{type(loop).__name__}, {server.server.config.http_protocol_class.__name__}"
+             for arm, (_, server, loop) in servers.items()}
+    print("event loops and HTTP protocols:", loops)
     arms = ARMS if args.compare == "merge" else dict.fromkeys(servers, MERGED)
     warm = argparse.Namespace(**{**vars(args), "requests": 8, "max_tokens": 4})
     for engine, server, loop in servers.values():
@@ -128,7 +142,7 @@ def main() -> int:
                                                                    for r in rs) for name, rs in runs.items()))
     if args.out:
         provenance = {**collect_provenance(), "cores": os.cpu_count(), "date": utc_now(),
-                      "command": shlex.join(["python", *sys.argv]), "config": vars(args),
+                      "command": shlex.join(["python", *sys.argv]), "config": vars(args), "servers": loops,
                       "model": args.model or f"make_tiny_checkpoint(with_tokenizer=True, vocab_size={VOCAB}), forward "
                                "stubbed by sleep(3 ms + 4 µs per token)", "client": "httpx in a child process, prompt token ids"}
         with open(args.out, "w") as f:
