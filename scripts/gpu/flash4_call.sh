@@ -19,6 +19,9 @@
 #                                             (startup_order.sh; its first start, on empty caches, is a fresh
 #                                             machine's first process when this is the first run call), and two
 #                                             starts on flash-attn 2 alone
+#   bash scripts/gpu/flash4_call.sh split     the bench carry plus .gpu/tokenizer: chapter 10's split `o` and `down`
+#                                             against one GEMM each, on flash-attn-4 (split_engine_probe.py), then
+#                                             `test` (TEST_SITES as there)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 S=/root/stash/fa4; mkdir -p "$S"
@@ -51,7 +54,11 @@ elif [[ "$1" == start ]]; then
   SITE=$FA4_SITE BEFORE=${BEFORE:-.gpu/before_import} BEFORE_LABEL=${BEFORE_LABEL:-library-import} \
     AFTER_LABEL=${AFTER_LABEL:-marks-skipped} FA2_REF=${FA2_REF:-2} NO_TOKENIZER=0 OUT=$OUT \
     timeout "${LIMIT:-420}" bash scripts/gpu/startup_order.sh 2>&1 | tail -22
-elif [[ "$1" == test ]]; then
+elif [[ "$1" == split ]]; then
+  PYTHONPATH=$WITH_FA4:$PWD/scripts/gpu timeout "${PROBE_LIMIT:-240}" python3 scripts/gpu/split_engine_probe.py \
+    "$OUT/split_engine_flash4.json" 2>&1 | grep -v -i "warn" | tee "$OUT/split_engine.log" | tail -12
+fi
+if [[ "$1" == test || "$1" == split ]]; then
   nvidia-smi -L  # the suites' logs do not name the card
   for site in ${TEST_SITES:-WITH_FA4 ONLY_FA2}; do
     echo "== GPU suite, $site"
