@@ -6,6 +6,7 @@ __all__ = ['EngineView', 'portable', 'run_engine', 'EngineProcess']
 # %% chapters/16_serving.ipynb #c070
 import atexit
 import copy
+import gc
 import itertools
 import multiprocessing
 import pickle
@@ -153,6 +154,9 @@ class EngineProcess(EngineWorker):
         self._dropped: set = set()  # ids aborted before their admission's verdict came back
         self._prompts: dict = {}  # request id -> (prompt, prompt ids), sent once by the child
         self._keys = itertools.count()
+        if gc.get_freeze_count() == 0:  # no engine here froze the start-up heap, as building one does (appendix A5)
+            gc.collect()  # so a full collection, mid-burst, would walk every object the imports left
+            gc.freeze()
         self._reader = threading.Thread(target=self._read, name="nanoserve-engine-results", daemon=True)
         self._reader.start()
 

@@ -213,3 +213,18 @@ def test_a_request_cancelled_before_its_verdict_leaves_nothing_behind(engines):
     snap = asyncio.run(run())
     assert snap["kv_blocks_used"] == 0
     assert not process.worker._live and not process.worker._dropped
+
+
+def test_the_parent_freezes_its_start_up_heap(tiny_model_dir):
+    """The parent builds no engine, so the engine process freezes its heap (a fresh interpreter: this one has an
+    engine already)."""
+    import subprocess
+    import sys
+
+    code = ("import gc, sys; from nanoserve.engine.config import EngineConfig;"
+            "from nanoserve.entrypoints.engine_process import EngineProcess;"
+            f"w = EngineProcess(EngineConfig(model=sys.argv[1], **{ARGS!r})); frozen = gc.get_freeze_count();"
+            "w.shutdown(); print(frozen)")
+    out = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert int(out.stdout.split()[-1]) > 10_000  # the imports' objects, frozen
