@@ -14,6 +14,7 @@ The arms alternate. Writes JSON with provenance and prints a table last:
     python scripts/serve_saturation.py --compare uvicorn --out benchmarks/results/serve_uvloop_cpu.json
 """
 import argparse
+import gc
 import json
 import os
 import shlex
@@ -70,11 +71,21 @@ def served_run(server, loop, llm_engine, args) -> dict:
 
     if step is not None:
         llm_engine.step = timed_step
+    pauses, began = [], []
+
+    def collector(phase, info):  # the garbage collector's pauses in this (the server's) process
+        if phase == "start":
+            began.append(time.perf_counter())
+        else:
+            pauses.append((info["generation"], 1e3 * (time.perf_counter() - began.pop())))
+
+    gc.callbacks.append(collector)
     cpu0 = on_loop(loop, time.thread_time)
     cmd = [sys.executable, __file__, "--client", server.url, "--requests", str(args.requests),
            "--prompt-len", str(args.prompt_len), "--max-tokens", str(args.max_tokens)]
     seen = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     loop_cpu = on_loop(loop, time.thread_time) - cpu0
+    gc.callbacks.remove(collector)
     if step is not None:
         llm_engine.step = step
     first, last, chunks = zip(*((t[0] - seen["start"], t[-1] - seen["start"], len(t)) for t in seen["times"]))
@@ -83,7 +94,8 @@ def served_run(server, loop, llm_engine, args) -> dict:
             "ttft_ms_median": 1e3 * statistics.median(first),
             "tpot_ms_median": 1e3 * statistics.median((b - a) / (args.max_tokens - 1) for a, b in zip(first, last)),
             "chunks_per_request_median": statistics.median(chunks), "steps": len(starts) or None,
-            "step_period_ms_median": 1e3 * statistics.median(periods) if periods else None, "loop_cpu_s": loop_cpu}
+            "step_period_ms_median": 1e3 * statistics.median(periods) if periods else None, "loop_cpu_s": loop_cpu,
+            "gc_full_ms": sum(ms for g, ms in pauses if g == 2), "gc_young_ms": sum(ms for g, ms in pauses if g < 2)}
 
 
 def main() -> int:
@@ -137,7 +149,7 @@ def main() -> int:
     tmp.cleanup()
     print(f"\n{args.requests} streams at once, {args.prompt_len} tokens in, {args.max_tokens} out (runs in order)")
     for key in ("output_tok_s", "step_period_ms_median", "tpot_ms_median", "ttft_ms_median",
-                "chunks_per_request_median", "loop_cpu_s"):
+                "chunks_per_request_median", "loop_cpu_s", "gc_full_ms", "gc_young_ms"):
         print(f"{key:26s} " + "   ".join(f"{name}: " + " · ".join("-" if r[key] is None else f"{r[key]:.4g}"
                                                                    for r in rs) for name, rs in runs.items()))
     if args.out:
