@@ -4,6 +4,7 @@
 #      engine in a process of its own (chapter 16 section 6), two servers up at once, bursts alternating;
 #   2. scripts/serve_overhead.py: engine step and period served, without HTTP and offline; the loop's CPU per token;
 #   3. split_cold_start_probe.py: fresh starts on empty kernel caches, split projections and not (SKIP_COLD=1 skips).
+# On an H200, split_engine_probe.py (batch-1/8/32 TPOT, split projections and not) runs in place of step 2.
 # Carrying the flash-attn wheel, .gpu/wheels and .gpu/tokenizer; results go to $OUT.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
@@ -15,6 +16,11 @@ MODEL=$(python3 -c "import sys; sys.path.insert(0, 'scripts/gpu'); from probe_ti
 timeout "${SAT_LIMIT:-240}" python3 scripts/serve_saturation.py --compare worker --model "$MODEL" \
   --repeats "${REPEATS:-3}" --out "$OUT/serve_engine_process_gpu.json" >"$OUT/saturation.log" 2>&1
 echo "serve_saturation: exit $?"; grep -v -i "warn" "$OUT/saturation.log" | tail -9
+if nvidia-smi -L | grep -q H200 && [[ ${SKIP_TPOT:-0} != 1 ]]; then  # chapter 10's split projections: H100 only so far
+  timeout "${TPOT_LIMIT:-170}" python3 scripts/gpu/split_engine_probe.py "$OUT/split_engine_h200.json" 2>&1 \
+    | grep -v -i "warn" | tail -10
+  SKIP_OVERHEAD=${SKIP_OVERHEAD:-1}
+fi
 if [[ ${SKIP_OVERHEAD:-0} != 1 ]]; then
   timeout "${SERVE_LIMIT:-200}" python3 scripts/serve_overhead.py --model "$MODEL" --concurrency 200 \
     --runs "${RUNS:-2}" --label gpu_streams200 --out "$OUT/serve_overhead_gpu.json" 2>"$OUT/serve_overhead.err" | tail -26
