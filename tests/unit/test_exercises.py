@@ -3,6 +3,7 @@ import importlib
 import json
 import pkgutil
 import re
+from collections import Counter
 from pathlib import Path
 
 import pytest
@@ -29,13 +30,36 @@ WRONG = _tables(solutions, "WRONG")
 EXPLANATIONS = _tables(solutions, "EXPLANATIONS")
 
 
-def _chapter_exercise_ids() -> set:
-    ids = set()
+def _chapter_exercise_headings() -> list:
+    """Every "**Exercise N.M**" id in the chapters' prose, once per heading."""
+    ids = []
     for nb_path in CHAPTERS.glob("*.ipynb"):
         for cell in json.loads(nb_path.read_text())["cells"]:
             if cell["cell_type"] == "markdown":
-                ids.update(EXERCISE.findall("".join(cell["source"])))
+                ids += EXERCISE.findall("".join(cell["source"]))
     return ids
+
+
+def _chapter_exercise_ids() -> set:
+    return set(_chapter_exercise_headings())
+
+
+def test_every_exercise_id_names_one_exercise():
+    repeated = sorted(i for i, n in Counter(_chapter_exercise_headings()).items() if n > 1)
+    assert not repeated, f"exercise ids given to two exercises: {repeated}"
+
+
+def test_no_solution_table_repeats_an_id():
+    """A repeated key in a dict literal silently keeps the last entry: one exercise's answer would be lost."""
+    import ast
+
+    repeated = []
+    for path in Path(solutions.__file__).parent.glob("*.py"):
+        for node in ast.walk(ast.parse(path.read_text())):
+            if isinstance(node, ast.Dict):
+                keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
+                repeated += [f"{path.name}: {k}" for k in sorted(set(keys)) if keys.count(k) > 1]
+    assert not repeated, f"solution tables with a repeated exercise id: {repeated}"
 
 
 @pytest.mark.parametrize("exercise_id", sorted(CHECKS))
