@@ -11,6 +11,7 @@ JSON with provenance and prints a table last:
 """
 import argparse
 import asyncio
+import functools
 import json
 import os
 import random
@@ -61,10 +62,16 @@ GPU_ENGINE_ARGS = dict(dtype="bfloat16", max_model_len=2048, max_num_seqs=256, m
                        gpu_memory_utilization=0.4)  # two engines share one GPU when arms alternate
 
 
-def served_engine(model_dir: str, process: bool = False, gpu: bool = False) -> AsyncEngine:
+def served_engine(model_dir: str, process: bool = False, gpu: bool = False, on_start=None,
+                  **overrides) -> AsyncEngine:
     """The server's AsyncEngine over a CPU engine whose forward is stubbed (or with gpu=True, the real model on the
-    GPU): on a worker thread of this process, or (process=True) in a process of its own (chapter 16 section 6)."""
+    GPU): on a worker thread of this process, or (process=True) in a process of its own (chapter 16 section 6).
+    `on_start(engine)` runs in the engine's process once it is built (a picklable function); `overrides` replace
+    engine options."""
     kwargs, stub = (GPU_ENGINE_ARGS, None) if gpu else (STUB_ENGINE_ARGS, stub_forward)
+    kwargs = {**kwargs, **overrides}
+    if on_start is not None:
+        stub = functools.partial(_in_turn, stub, on_start) if stub is not None else on_start
     if process:
         from nanoserve.engine.config import EngineConfig
         from nanoserve.entrypoints.engine_process import EngineProcess
@@ -74,6 +81,11 @@ def served_engine(model_dir: str, process: bool = False, gpu: bool = False) -> A
     if stub is not None:
         stub(engine)
     return AsyncEngine(engine)
+
+
+def _in_turn(first, second, engine) -> None:
+    first(engine)
+    second(engine)
 
 
 async def burst(engine: AsyncEngine, prompts: list, max_tokens: int) -> dict:

@@ -1,7 +1,8 @@
 """Many streams at once through the HTTP server on the CPU: a delta per step against steps merged while the reader
 was behind (issue 36, 2026-12-06, third session), (--compare worker) the engine on a thread of the server's
 process against the engine in a process of its own (chapter 16 section 6), or (--compare uvicorn) uvicorn on
-asyncio's loop and h11 against uvloop and httptools.
+asyncio's loop and h11 against uvloop and httptools, or (--compare gc) the engine thread, the engine process, and
+the engine process with the garbage collector's first threshold raised in both processes.
 
 The server's AsyncEngine on the tiny random Qwen3 whose forward is stubbed by a sleep as long as an H100 step (as
 `serve_burst.py` does), behind the real FastAPI app; a child process streams every request at once, as
@@ -52,12 +53,22 @@ async def one_delta_per_step(self):
 
 
 ARMS = {"merged when behind": MERGED, "one delta per step": one_delta_per_step}
-SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings); "merge" reads one server two ways
-    "merge": {"merge": (False, {})},
-    "worker": {"engine thread": (False, {}), "engine process": (True, {})},
-    "uvicorn": {"asyncio + h11": (False, {"loop": "asyncio", "http": "h11"}),
-                "uvloop + httptools": (False, {"loop": "uvloop", "http": "httptools"})},
+YOUNG = 10_000  # --compare gc: the collector's first threshold in the tuned arm (Python's default is 700)
+SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings, collector thresholds or None for
+    # Python's); "merge" reads one server two ways
+    "merge": {"merge": (False, {}, None)},
+    "worker": {"engine thread": (False, {}, None), "engine process": (True, {}, None)},
+    "uvicorn": {"asyncio + h11": (False, {"loop": "asyncio", "http": "h11"}, None),
+                "uvloop + httptools": (False, {"loop": "uvloop", "http": "httptools"}, None)},
+    "gc": {"engine thread": (False, {}, None), "engine process": (True, {}, None),
+           f"engine process, gc {YOUNG}": (True, {}, (YOUNG, 10, 10))},
 }
+DEFAULT_THRESHOLDS = gc.get_threshold()
+
+
+def tuned_collector(engine) -> None:
+    """In the engine's process: the tuned arm's collector thresholds (picklable, for EngineProcess's on_start)."""
+    gc.set_threshold(YOUNG, 10, 10)
 
 
 def served_run(server, loop, llm_engine, args) -> dict:
@@ -107,7 +118,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="each arm this many times, arms alternating")
     p.add_argument("--compare", choices=tuple(SERVERS), default="merge",
                    help="merge: how the loop reads a step's outputs; worker: engine thread against engine process; "
-                        "uvicorn: asyncio and h11 against uvloop and httptools")
+                        "uvicorn: asyncio and h11 against uvloop and httptools; gc: thread, process, process with "
+                        f"the collector's first threshold at {YOUNG}")
     p.add_argument("--engine-process", action="store_true",
                    help="--compare merge or uvicorn: every server's engine in a process of its own")
     p.add_argument("--model", default=None, help="a checkpoint served on the GPU, its real forward (default: the "
@@ -120,8 +132,10 @@ def main() -> int:
     tmp = tempfile.TemporaryDirectory()
     model = args.model or str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
     servers = {}  # arm -> (engine, server, loop): one server per arm, or one for both read modes
-    for arm, (process, settings) in SERVERS[args.compare].items():
-        engine = served_engine(model, process=process or args.engine_process, gpu=args.model is not None)
+    share = {"gpu_memory_utilization": 0.9 / len(SERVERS[args.compare])} if args.model else {}  # all on one GPU
+    for arm, (process, settings, thresholds) in SERVERS[args.compare].items():
+        engine = served_engine(model, process=process or args.engine_process, gpu=args.model is not None,
+                               on_start=tuned_collector if thresholds and process else None, **share)
         server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model))
         vars(server.server.config).update(settings)  # read when the server starts
         servers[arm] = (engine, server.start(), _server_loop(server))
@@ -137,10 +151,12 @@ def main() -> int:
         for name, aiter in arms.items():
             engine, server, loop = servers.get(name, servers.get("merge"))
             async_engine.RequestGroup.__aiter__ = aiter
+            gc.set_threshold(*(SERVERS[args.compare].get(name, (0, 0, None))[2] or DEFAULT_THRESHOLDS))
             try:
                 run = served_run(server, loop, engine.engine, args)
             finally:
                 async_engine.RequestGroup.__aiter__ = MERGED
+                gc.set_threshold(*DEFAULT_THRESHOLDS)
             runs[name].append(run)
             print(f"{name:20s} " + ", ".join(f"{k} {v:.4g}" for k, v in run.items() if v is not None), flush=True)
     for engine, server, _ in servers.values():

@@ -13,7 +13,7 @@ python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_att
 export PYTHONPATH=/tmp/site:$PWD PYTHONUNBUFFERED=1
 nvidia-smi -L; nproc; python3 -c "import httpx, uvicorn, fastapi; print('httpx', httpx.__version__)"
 MODEL=$(python3 -c "import sys; sys.path.insert(0, 'scripts/gpu'); from probe_timing import random_qwen3_0_6b as r; print(r())" 2>/dev/null | tail -1)
-timeout "${SAT_LIMIT:-240}" python3 scripts/serve_saturation.py --compare worker --model "$MODEL" \
+timeout "${SAT_LIMIT:-240}" python3 scripts/serve_saturation.py --compare "${COMPARE:-worker}" --model "$MODEL" \
   --repeats "${REPEATS:-3}" --out "$OUT/serve_engine_process_gpu.json" >"$OUT/saturation.log" 2>&1
 echo "serve_saturation: exit $?"; grep -v -i "warn" "$OUT/saturation.log" | tail -9
 if nvidia-smi -L | grep -q H200 && [[ ${SKIP_TPOT:-0} != 1 ]]; then  # chapter 10's split projections: H100 only so far
