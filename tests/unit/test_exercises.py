@@ -49,17 +49,17 @@ def test_every_exercise_id_names_one_exercise():
     assert not repeated, f"exercise ids given to two exercises: {repeated}"
 
 
-def test_no_solution_table_repeats_an_id():
+def test_no_solution_or_checker_table_repeats_an_id():
     """A repeated key in a dict literal silently keeps the last entry: one exercise's answer would be lost."""
     import ast
 
     repeated = []
-    for path in Path(solutions.__file__).parent.glob("*.py"):
+    for path in [*Path(solutions.__file__).parent.glob("*.py"), *Path(exercises.__file__).parent.glob("*.py")]:
         for node in ast.walk(ast.parse(path.read_text())):
             if isinstance(node, ast.Dict):
                 keys = [k.value for k in node.keys if isinstance(k, ast.Constant)]
                 repeated += [f"{path.name}: {k}" for k in sorted(set(keys)) if keys.count(k) > 1]
-    assert not repeated, f"solution tables with a repeated exercise id: {repeated}"
+    assert not repeated, f"solution or checker tables with a repeated exercise id: {repeated}"
 
 
 @pytest.mark.parametrize("exercise_id", sorted(CHECKS))
