@@ -148,7 +148,12 @@ def serve_once(model_dir: Path, args, profile: bool) -> dict:
     loop_cpu0 = on_loop(loop, time.thread_time)
     result = json.loads(subprocess.run(cmd, check=True, capture_output=True, text=True).stdout)
     loop_cpu = on_loop(loop, time.thread_time) - loop_cpu0
-    window = {"tokens": (last - first) * args.concurrency, "loop_cpu_s": marks["cpu1"] - marks["cpu0"]}
+    if "cpu1" in marks:
+        window = {"tokens": (last - first) * args.concurrency, "loop_cpu_s": marks["cpu1"] - marks["cpu0"]}
+    else:  # no steps of all n streams were seen (a GPU host on 2026-12-06): the whole run's loop CPU, said so
+        print(f"steady-decode window not seen ({clock.full} steps of all {args.concurrency} streams): loop CPU per "
+              "token is the whole run's", file=sys.stderr)
+        window = {"tokens": sum(len(t) for t in result["times"]), "loop_cpu_s": loop_cpu}
     server.stop()
     engine.shutdown()
     return {"client": result, "steps": clock.steps, "loop_cpu_s": loop_cpu, "window": window, "profile": prof}
