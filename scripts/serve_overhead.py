@@ -203,7 +203,8 @@ def breakdown(prof: cProfile.Profile, tokens: int) -> dict:
     top.sort(reverse=True)
     return {"us_per_token": {a: round(1e6 * t / tokens, 2) for a, t in sorted(areas.items(), key=lambda x: -x[1])},
             "total_us_per_token": round(1e6 * total / tokens, 2),
-            "top_functions_us_per_token": [[k.replace(str(Path(sys.prefix)), "<venv>").replace(REPO, ""),
+            "top_functions_us_per_token": [[k.replace(str(Path(sys.prefix)), "<venv>").replace(str(Path(sys.base_prefix)), "<python>")
+                                             .replace(REPO, ""),
                                             round(1e6 * t / tokens, 2)] for t, k in top[:25]]}
 
 
