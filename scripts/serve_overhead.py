@@ -203,9 +203,13 @@ def breakdown(prof: cProfile.Profile, tokens: int) -> dict:
     top.sort(reverse=True)
     return {"us_per_token": {a: round(1e6 * t / tokens, 2) for a, t in sorted(areas.items(), key=lambda x: -x[1])},
             "total_us_per_token": round(1e6 * total / tokens, 2),
-            "top_functions_us_per_token": [[k.replace(str(Path(sys.prefix)), "<venv>").replace(str(Path(sys.base_prefix)), "<python>")
-                                             .replace(REPO, ""),
-                                            round(1e6 * t / tokens, 2)] for t, k in top[:25]]}
+            "top_functions_us_per_token": [[_portable_name(k), round(1e6 * t / tokens, 2)] for t, k in top[:25]]}
+
+
+def _portable_name(key: str) -> str:
+    """A profiled function's file named without this machine's paths."""
+    return (key.replace(str(Path(sys.prefix)), "<venv>").replace(str(Path(sys.base_prefix)), "<python>")
+            .replace(REPO, ""))
 
 
 def step_profile(prof: cProfile.Profile, steps: int) -> list:
