@@ -15,6 +15,7 @@ The arms alternate. Writes JSON with provenance and prints a table last:
     python scripts/serve_saturation.py --compare uvicorn --out benchmarks/results/serve_uvloop_cpu.json
 """
 import argparse
+import functools
 import gc
 import json
 import os
@@ -66,9 +67,10 @@ SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings, c
 DEFAULT_THRESHOLDS = gc.get_threshold()
 
 
-def tuned_collector(engine) -> None:
-    """In the engine's process: the tuned arm's collector thresholds (picklable, for EngineProcess's on_start)."""
-    gc.set_threshold(YOUNG, 10, 10)
+def set_collector(thresholds: tuple, engine) -> None:
+    """In the engine's process: an arm's collector thresholds (bound with functools.partial, EngineProcess's
+    on_start)."""
+    gc.set_threshold(*thresholds)
 
 
 def served_run(server, loop, llm_engine, args) -> dict:
@@ -133,9 +135,11 @@ def main() -> int:
     model = args.model or str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
     servers = {}  # arm -> (engine, server, loop): one server per arm, or one for both read modes
     share = {"gpu_memory_utilization": 0.9 / len(SERVERS[args.compare])} if args.model else {}  # all on one GPU
-    for arm, (process, settings, thresholds) in SERVERS[args.compare].items():
+    thresholds = {arm: t for arm, (_, _, t) in SERVERS[args.compare].items() if t}  # set here for each arm's bursts
+    for arm, (process, settings, _) in SERVERS[args.compare].items():
+        tuned = functools.partial(set_collector, thresholds[arm]) if arm in thresholds and process else None
         engine = served_engine(model, process=process or args.engine_process, gpu=args.model is not None,
-                               on_start=tuned_collector if thresholds and process else None, **share)
+                               on_start=tuned, **share)
         server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model))
         vars(server.server.config).update(settings)  # read when the server starts
         servers[arm] = (engine, server.start(), _server_loop(server))
@@ -151,7 +155,7 @@ def main() -> int:
         for name, aiter in arms.items():
             engine, server, loop = servers.get(name, servers.get("merge"))
             async_engine.RequestGroup.__aiter__ = aiter
-            gc.set_threshold(*(SERVERS[args.compare].get(name, (0, 0, None))[2] or DEFAULT_THRESHOLDS))
+            gc.set_threshold(*thresholds.get(name, DEFAULT_THRESHOLDS))
             try:
                 run = served_run(server, loop, engine.engine, args)
             finally:
