@@ -36,6 +36,12 @@ print(json.dumps({"backend": llm.config.attention_backend, "fused_kernels": llm.
                   "triton_kernels_compiled_by_start": compiled[1], "b1_tpot_ms": tpot_ms(llm, 1, runs=3),
                   "background_compile_rc": rc, "background_compile_s": compile_done if job else None}))
 """
+CONFIG = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "max_model_len": 4096,
+          "caches": "XDG_CACHE_HOME and TRITON_CACHE_DIR empty for each round's first starts",
+          "process_ready_s": "from just before the process is spawned to the LLM built",
+          "kernels_compiled_by_start": "flash-attn-4 object files the start added to its cache",
+          "triton_kernels_compiled_by_start": "Triton kernels the start added to its cache",
+          "b1_tpot_ms": "measured after the start's background compile finished"}
 
 
 def start(model: str, mode: str, caches: str) -> dict:
@@ -63,7 +69,7 @@ def main():
         subprocess.run([sys.executable, "-c", "import flash_attn.cute.interface"], check=True,
                        env={**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp()})
     print(f"{'start':58s} attn   fused ready s triton flash4 b1 TPOT ms  background compile s")
-    rows, log = {}, None
+    rows = {}
     for round_ in range(1, int(os.environ.get("ROUNDS", "2")) + 1):
         startup, background = tempfile.mkdtemp(), tempfile.mkdtemp()  # two empty cache folders
         empty = [("compiled at start-up, empty caches", "startup", startup),
@@ -75,16 +81,11 @@ def main():
             rows[f"{name}, round {round_}"] = start(model, mode, caches)
             print_row(f"{name}, round {round_}", rows[f"{name}, round {round_}"])
         log = Path(background) / "xdg/nanoserve/compile.log"
-    compile_log = log.read_text()[-3000:] if log.exists() else "(no compile.log)"
+        compile_log = log.read_text()[-3000:] if log.exists() else "(no compile.log)"
+        # after each round, so that a call's time limit keeps what ran
+        write_result(sys.argv[1] if len(sys.argv) > 1 else "/tmp/cold_start.json", CONFIG,
+                     rows=rows, background_compile_log=compile_log)
     print("\nthe last background compile's log:\n" + compile_log)
-    write_result(sys.argv[1] if len(sys.argv) > 1 else "/tmp/cold_start.json",
-                 {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "max_model_len": 4096,
-                  "caches": "XDG_CACHE_HOME and TRITON_CACHE_DIR empty for each round's first starts",
-                  "process_ready_s": "from just before the process is spawned to the LLM built",
-                  "kernels_compiled_by_start": "flash-attn-4 object files the start added to its cache",
-                  "triton_kernels_compiled_by_start": "Triton kernels the start added to its cache",
-                  "b1_tpot_ms": "measured after the start's background compile finished"},
-                 rows=rows, background_compile_log=compile_log)
 
 
 if __name__ == "__main__":
