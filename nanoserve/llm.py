@@ -4,7 +4,7 @@ __all__ = ['check_vllm_option_names', 'LLMBase', 'LLM', 'check_unsupported_call_
            'cleanup_dist_env_and_memory', 'check_conversations']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c076
+# %% chapters/A5_engine_front_end.ipynb #c074
 import gc
 import os
 import time
@@ -28,7 +28,7 @@ def check_vllm_option_names(engine_args: dict) -> None:
         raise TypeError(f"LLM() got unexpected keyword arguments {unknown}; it takes {engine_arg_names()}")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c078
+# %% chapters/A5_engine_front_end.ipynb #c076
 class LLMBase:
     """An engine and the router its outputs go through, with their lifetime: build, inspect, shut down."""
 
@@ -101,7 +101,7 @@ class LLMBase:
             raise RuntimeError("this LLM was shut down")
 
 
-# %% chapters/A5_engine_front_end.ipynb #c080
+# %% chapters/A5_engine_front_end.ipynb #c078
 class LLM(LLMBase):
     """Offline inference in vLLM's shape: build once, then generate, chat or stream."""
 
@@ -156,7 +156,7 @@ class LLM(LLMBase):
         return _stream_deltas(self._router, request)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c082
+# %% chapters/A5_engine_front_end.ipynb #c080
 def check_unsupported_call_options(lora_request, priority, tokenization_kwargs, use_tqdm=True) -> None:
     """use_tqdm's type, and vLLM's call options nanoserve has no machinery for: accepted when neutral, else refused."""
     if not isinstance(use_tqdm, bool) and not callable(use_tqdm):  # here, not in _collect: before anything is queued
@@ -224,7 +224,7 @@ def _collect(router, stats, queue, results: dict, count: int, use_tqdm: bool) ->
                                     refresh=False)
 
 
-# %% chapters/A5_engine_front_end.ipynb #c084
+# %% chapters/A5_engine_front_end.ipynb #c082
 def _tool_list(name: str, tools) -> list:
     if not (isinstance(tools, (list, tuple)) and all(isinstance(t, dict) for t in tools)):
         raise TypeError(f"{name} must be a list of tool dicts, got {tools!r}")
@@ -289,7 +289,7 @@ def _unwrap(item) -> RequestOutput:
     return item
 
 
-# %% chapters/A5_engine_front_end.ipynb #c086
+# %% chapters/A5_engine_front_end.ipynb #c084
 def check_conversations(messages) -> list:
     """One conversation or a list of them -> a list of conversations whose contents are strings."""
     if not isinstance(messages, (list, tuple)) or not messages:

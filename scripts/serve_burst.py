@@ -59,8 +59,7 @@ def stub_forward(engine: LLMEngine) -> None:
 
 
 GPU_ENGINE_ARGS = dict(dtype="bfloat16", max_model_len=2048, max_num_seqs=256, max_num_batched_tokens=8192,
-                       gpu_memory_utilization=0.4,  # two engines share one GPU when arms alternate
-                       kernel_compile="startup")  # a machine's first engine runs every kernel too
+                       gpu_memory_utilization=0.4)  # two engines share one GPU when arms alternate
 
 
 def served_engine(model_dir: str, process: bool = False, gpu: bool = False, on_start=None,

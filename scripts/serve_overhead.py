@@ -112,8 +112,7 @@ def engine_kwargs(args) -> dict:
     """The engine's options: the tiny model eager in fp32 on the CPU, or a checkpoint as served on a GPU."""
     if args.device == "cpu":
         return {"device": "cpu", "enforce_eager": True, "max_model_len": 1024, "max_num_seqs": args.concurrency}
-    return {"dtype": "bfloat16", "max_model_len": 1024, "max_num_seqs": max(256, args.concurrency),
-            "kernel_compile": "startup"}  # a machine's first engine runs every kernel too
+    return {"dtype": "bfloat16", "max_model_len": 1024, "max_num_seqs": max(256, args.concurrency)}
 
 
 def serve_once(model_dir: Path, args, profile: bool) -> dict:

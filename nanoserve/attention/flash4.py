@@ -3,7 +3,7 @@
 __all__ = ['MIN_CAPABILITY', 'kernel_cache_dir', 'flash4_available', 'start_import', 'import_flash4', 'compiler_marks_skipped',
            'flash4_attention', 'Flash4AttentionBackend', 'flash4_decode', 'Flash4CascadeKernels', 'LONG_CONTEXT_KEYS',
            'long_context_keys', 'long_context', 'long_context_buckets', 'LongContextDecode', 'long_context_decode',
-           'compiled_marker', 'installed_version', 'flash4_compiled']
+           'compiled_marker', 'flash4_compiled']
 
 
 # %% chapters/19_hopper_attention.ipynb #c009
@@ -224,13 +224,13 @@ def compiled_marker(model_config) -> Path:
 
     # the library's own cache is keyed by its sources and the versions of the CUTLASS DSL, tvm-ffi and Python: a
     # marker must not outlive any of them
-    key = (*(installed_version(name) for name in ("flash-attn-4", "nvidia-cutlass-dsl-libs-base", "apache-tvm-ffi")),
+    key = (*(_version(name) for name in ("flash-attn-4", "nvidia-cutlass-dsl-libs-base", "apache-tvm-ffi")),
            sys.version_info[:2], torch.cuda.get_device_capability(),
            model_config.num_attention_heads, model_config.num_key_value_heads, head_dim(model_config))
     return kernel_cache_dir() / "compiled" / hashlib.sha256(repr(key).encode()).hexdigest()[:16]
 
 
-def installed_version(distribution: str) -> str | None:
+def _version(distribution: str) -> str | None:
     """An installed distribution's version, None when it is absent (a --no-deps install may lack one)."""
     try:
         return importlib.metadata.version(distribution)

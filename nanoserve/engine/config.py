@@ -286,10 +286,9 @@ class EngineConfig:
                              "found; dummy: random weights, no file read (vLLM's, for profiling)"))
     disable_log_stats: bool = field(False, Rule("bool", help="accepted: nanoserve logs no periodic stats"))
     disable_cascade_attn: bool = field(False, Rule("bool", help="decode graphs never split a shared prefix off"))
-    kernel_compile: str = field("background", Rule("str", choices=("background", "startup"), help="kernels this "
-                                "machine has not compiled yet (flash-attn-4's, Triton's): a first start serves without "
-                                "them while a background process compiles them for the next start, or compiles them "
-                                "at start-up"))
+    flash4_compile: str = field("background", Rule("str", choices=("background", "startup"), help="with flash-attn-4 "
+                                "kernels not yet compiled, 'auto' serves on flash-attn 2 and compiles them in a "
+                                "background process for the next start, or takes flash-attn-4 and compiles at start-up"))
     swap_space: float = _refused(4, "float", "a preempted sequence is recomputed, never swapped to CPU memory; "
                                  "leave swap_space at 4 (vLLM's default)", "GiB; 4 only")
     hf_token: str | None = field(None, Rule("str", optional=True, parse=_no_token, help="use HF_TOKEN instead"))

@@ -49,13 +49,9 @@ class LLMEngine:
             raise TypeError(f"config must be an EngineConfig, got {type(config).__name__}")
         self.model_path = config.model_path()
         self.model_config = load_config(self.model_path)  # parsed once; every part gets this object
-        background, auto = config.kernel_compile == "background", config.attention_backend == "auto"
-        backends = attention_backends(self.model_config if background and auto else None)
-        wanted = config.resolve(self.model_config, backends)
-        if background:  # kernels this machine has not compiled yet: a background process compiles them (see below)
-            from nanoserve.engine.kernel_compile import compile_in_background, first_start
-
-        self.config = config = first_start(wanted, self.model_config) if background else wanted
+        background = config.flash4_compile == "background" and config.attention_backend == "auto"
+        backends = attention_backends(self.model_config if background else None)
+        self.config = config = config.resolve(self.model_config, backends)
         source = engine_tokenizer_source(config, self.model_path)  # a missing or damaged file fails here, fast
         check_kv_cache_fits(config, self.model_config)  # before loading weights: a hopeless size fails fast
         with ThreadPoolExecutor(1) as pool:  # the tokenizer loads while the core builds
@@ -69,8 +65,11 @@ class LLMEngine:
         self.output_processor = OutputProcessor(self.tokenizer)
         self.input_processor = InputProcessor(config, self.model_config, self.tokenizer, self.model_path,
                                               self.core.num_kv_blocks, self.output_processor.requests)
-        # a background compile of what this start left out (flash-attn-4's, Triton's kernels), for tests and benchmarks
-        self.kernel_compile = compile_in_background(wanted, self.model_config, flash4=auto) if background else None
+        self.kernel_compile = None  # a background compile this start began (chapter 19), for tests and benchmarks
+        if background:  # 'auto' passed flash-attn-4 over while its kernels are not compiled: compile them for next time
+            from nanoserve.engine.flash4_compile import compile_in_background
+
+            self.kernel_compile = compile_in_background(config, self.model_config)
         freeze_start_up_heap()
 
     @classmethod

@@ -3,7 +3,7 @@
 __all__ = ['Aborted', 'OutputRouter']
 
 
-# %% chapters/A5_engine_front_end.ipynb #c071
+# %% chapters/A5_engine_front_end.ipynb #c069
 import contextlib
 import threading
 from collections import deque
@@ -26,7 +26,7 @@ class _Mailbox:
     merged: object = None  # a generate request's output so far
 
 
-# %% chapters/A5_engine_front_end.ipynb #c073
+# %% chapters/A5_engine_front_end.ipynb #c071
 class _LockedEngine:
     """The engine behind one lock: a turn counter for waiters, and aborts that wait for the lock."""
 
@@ -83,7 +83,7 @@ class _LockedEngine:
             box.queue.append(Aborted(request_id))
 
 
-# %% chapters/A5_engine_front_end.ipynb #c075
+# %% chapters/A5_engine_front_end.ipynb #c073
 class OutputRouter(_LockedEngine):
     """Steps one engine on behalf of every consumer and routes each output to its request's mailbox."""
 

@@ -25,7 +25,7 @@ sys.path.insert(0, str(REPO))
 
 # every switch the ladder turns, named by the chapter that teaches the idea
 BASE = dict(attention_backend="torch", enforce_eager=True, fused_kernels=False, async_scheduling=False,
-            disable_cascade_attn=True, kernel_compile="startup")  # a fused rung on a fresh machine compiles, not skips
+            disable_cascade_attn=True)
 FULL = dict(attention_backend="flash", enforce_eager=False, compilation_config={"cudagraph_mode": "FULL"},
             fused_kernels=True, async_scheduling=True, disable_cascade_attn=False)
 LADDER = [  # (name, what changes from the rung before)

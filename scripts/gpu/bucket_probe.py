@@ -23,7 +23,7 @@ def main():
                            ("buckets from 8, again", 8)):
         selector.DECODE_MIN_LANES = smallest  # read when the engine builds its graph variants
         t0 = time.perf_counter()
-        llm = LLM(str(model), dtype="bfloat16", attention_backend=backend, kernel_compile="startup", max_model_len=4096)
+        llm = LLM(str(model), dtype="bfloat16", attention_backend=backend, flash4_compile="startup", max_model_len=4096)
         ready = time.perf_counter() - t0
         rows[name] = {"smallest": smallest, "ready_s": round(ready, 2),
                       "decode_buckets": sorted({b for v, b in llm.engine.executor.graphs if v == "decode"})}

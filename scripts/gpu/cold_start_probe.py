@@ -1,12 +1,12 @@
-"""Start -> ready of fresh engine processes on empty kernel caches (appendix A5, chapter 19 section 7): the kernels
-that compile on first use (chapter 10's Triton kernels; flash-attn-4's where it is installed) compiled at start-up,
-against a first start that serves without them while a background process compiles them, and the start after it.
-Each start is a new process; each keeps its batch-1 decode time per token, measured once its background compile is
-done. Rounds alternate which empty-cache start goes first (a machine's first process pays extra).
+"""Start -> ready of fresh engine processes on empty kernel caches (chapter 19 section 7): flash-attn-4 compiled at
+start-up, against serving at once on flash-attn 2 while a background process compiles flash-attn-4 for the next
+start, and that next start. Each start is a new process; each counts the flash-attn-4 and Triton kernels it compiled
+and keeps its batch-1 decode time per token, measured once its background compile is done. Rounds alternate which
+empty-cache start goes first (a machine's first process pays extra). Without flash-attn-4 both modes are the same
+start: every Triton kernel compiled as the start meets it.
 
 Run from the repository root with flash-attn 2 importable (and flash-attn-4, to include it):
 ROUNDS=2 python scripts/gpu/cold_start_probe.py [OUT_JSON] [MODEL]  (MODEL: the random Qwen3-0.6B by default)."""
-import importlib.util
 import os
 import statistics
 import subprocess
@@ -25,7 +25,7 @@ from probe_timing import tpot_ms
 flash4_kernels = lambda: len(list(kernel_cache_dir().rglob("*.o")))
 triton_kernels = lambda: len(list(Path(os.environ["TRITON_CACHE_DIR"]).glob("*/__grp__*.json")))
 before = flash4_kernels(), triton_kernels()
-llm = LLM(sys.argv[2], dtype="bfloat16", max_model_len=4096, kernel_compile=sys.argv[3])
+llm = LLM(sys.argv[2], dtype="bfloat16", max_model_len=4096, flash4_compile=sys.argv[3])
 ready = time.time() - t0
 compiled = flash4_kernels() - before[0], triton_kernels() - before[1]
 job = llm.engine.kernel_compile
@@ -65,7 +65,9 @@ def main():
     from probe_timing import random_qwen3_0_6b, write_result
 
     model = sys.argv[2] if len(sys.argv) > 2 else random_qwen3_0_6b()
-    if importlib.util.find_spec("flash_attn.cute") is not None:  # its .pyc, as pip leaves them, before any start
+    from nanoserve.attention.flash4 import flash4_available
+
+    if flash4_available():  # flash-attn-4's .pyc, as pip leaves them, before any start
         subprocess.run([sys.executable, "-c", "import flash_attn.cute.interface"], check=True,
                        env={**os.environ, "XDG_CACHE_HOME": tempfile.mkdtemp()})
     print(f"{'start':58s} attn   fused ready s triton flash4 b1 TPOT ms  background compile s")
@@ -80,7 +82,7 @@ def main():
         for name, mode, caches in runs:
             rows[f"{name}, round {round_}"] = start(model, mode, caches)
             print_row(f"{name}, round {round_}", rows[f"{name}, round {round_}"])
-        log = Path(background) / "xdg/nanoserve/compile.log"
+        log = Path(background) / "xdg/nanoserve/flash4/compile.log"
         compile_log = log.read_text()[-3000:] if log.exists() else "(no compile.log)"
         # after each round, so that a call's time limit keeps what ran
         write_result(sys.argv[1] if len(sys.argv) > 1 else "/tmp/cold_start.json", CONFIG,

@@ -104,8 +104,7 @@ def main():
     hw = measure_gpu_rates()
     bandwidth, flops = hw["memory_bandwidth_bytes_s"], hw["bf16_dense_flops_s"]
     ckpt = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, Path(tempfile.mkdtemp()) / "q", with_tokenizer=False)
-    llm = LLM(str(ckpt), skip_tokenizer_init=True, max_model_len=4096, gpu_memory_utilization=0.8,
-              kernel_compile="startup")
+    llm = LLM(str(ckpt), skip_tokenizer_init=True, max_model_len=4096, gpu_memory_utilization=0.8)
     lanes = [int(x) for x in args.lanes.split(",")]
     phases = [decode_phase(llm, n, args.context, bandwidth, seed=i) for i, n in enumerate(lanes)]
     backend = llm.config.attention_backend_class.name

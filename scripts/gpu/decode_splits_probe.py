@@ -75,7 +75,7 @@ def engine_tpot(model) -> dict:
         saved = {key: cls.__dict__[key] for key in changes}
         for key, value in changes.items():
             setattr(cls, key, value)
-        llm = LLM(str(model), kernel_compile="startup", max_model_len=4096)
+        llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
         rows[name] = {f"short b{b}": tpot_ms(llm, b) for b in (1, 8, 32)}
         rows[name].update({f"long b{b}": tpot_ms(llm, b, prompt_len=2000, out_len=128, runs=3) for b in (1, 8)})
         print(f"{name:30s} " + " ".join(f"{k} {statistics.median(v):.3f}" for k, v in rows[name].items()), flush=True)

@@ -25,7 +25,7 @@ def main():
     rows = {}
     for name in ("without", "with", "without, again", "with, again"):
         flash4.long_context_decode = real if name.startswith("with,") or name == "with" else (lambda *a: None)
-        llm = LLM(str(model), kernel_compile="startup", max_model_len=4096)
+        llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
         runner = llm.engine.executor
         rows[name] = {"variants": [v.name for v in runner.variants]}
         for label, prompt, out_len, runs, batches in CASES:

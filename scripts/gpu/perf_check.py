@@ -132,7 +132,7 @@ def main():
                                        with_tokenizer=False)
     result["checkpoint_s"] = round(time.perf_counter() - t, 1)
     t = time.perf_counter()
-    llm = LLM(str(ckpt), skip_tokenizer_init=True, kernel_compile="startup", max_model_len=4096, max_num_seqs=256)
+    llm = LLM(str(ckpt), skip_tokenizer_init=True, flash4_compile="startup", max_model_len=4096, max_num_seqs=256)
     result["startup_s"] = round(time.perf_counter() - t, 2)
     runner = llm.engine.executor
     plain = getattr(runner, "runner", runner)  # a GraphRunner holds chapter 07's runner

@@ -118,7 +118,7 @@ def compare_engines(model: str, runs: list, prompts: list) -> tuple:
         for name, swap, context, notes in runs:
             fused.fuse_model = swap  # build_runner looks it up when it builds the model
             with context:
-                llm = LLM(str(model), kernel_compile="startup", max_model_len=4096)
+                llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
                 rows[name], tokens[name] = engine_row(llm, name, prompts, **notes)
             del llm
             gc.collect()

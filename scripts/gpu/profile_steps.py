@@ -62,7 +62,7 @@ def main():
                 config=dict(model="random weights, exact Qwen3-0.6B shapes", max_model_len=4096,
                             gpu_memory_utilization=0.8, engine="defaults (graphs, fused kernels, async)"))
     ckpt = make_checkpoint_from_config(QWEN3_0_6B_CONFIG, Path(tempfile.mkdtemp()) / "q", with_tokenizer=False)
-    llm = LLM(str(ckpt), skip_tokenizer_init=True, kernel_compile="startup", max_model_len=4096,
+    llm = LLM(str(ckpt), skip_tokenizer_init=True, flash4_compile="startup", max_model_len=4096,
               gpu_memory_utilization=0.8)
     g = torch.Generator().manual_seed(0)
     ids = lambda n: torch.randint(0, 10000, (n,), generator=g).tolist()  # noqa: E731

@@ -78,7 +78,7 @@ for ENGINE in $ENGINES; do
       # shellcheck disable=SC2086
       PYTHONPATH="$FLASH_SITE:$SHIM:$PYTHONPATH" setsid python3 -m nanoserve.serve "$MODEL" --host 127.0.0.1 \
         --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
-        --gpu-memory-utilization "$GPU_UTIL" --log-level warning --kernel-compile startup "${SKIP[@]}" $NANOSERVE_ARGS \
+        --gpu-memory-utilization "$GPU_UTIL" --log-level warning "${SKIP[@]}" $NANOSERVE_ARGS \
         >"$OUT/nanoserve_server.log" 2>&1 &
       SERVER_PID=$!
       wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log" \

@@ -105,7 +105,7 @@ def run_nanoserve(gguf: str, sets: dict, args) -> dict:
     result = {}
     for mode in ("off", "on", "on-k4", "on-overlap"):
         start = time.perf_counter()
-        llm = LLM(gguf, dtype="bfloat16", kernel_compile="startup", max_model_len=2048, gpu_memory_utilization=0.3,
+        llm = LLM(gguf, dtype="bfloat16", flash4_compile="startup", max_model_len=2048, gpu_memory_utilization=0.3,
                   seed=0, speculative_config={"off": None, "on-k4": SPEC_K4}.get(mode, SPEC),
                   async_scheduling=True if mode == "on-overlap" else None)  # on-overlap: chapter 18, section 9
         ready = time.perf_counter() - start
@@ -137,7 +137,7 @@ def run_vllm_worker(args) -> None:
 
     sets = json.loads(Path(args.prompts).read_text())
     start = time.perf_counter()
-    llm = LLM(model=args.model_dir, dtype="bfloat16", kernel_compile="startup", max_model_len=2048,
+    llm = LLM(model=args.model_dir, dtype="bfloat16", flash4_compile="startup", max_model_len=2048,
               gpu_memory_utilization=0.3, seed=0, disable_log_stats=False,
               speculative_config=SPEC if args.spec == "on" else None)
     ready = time.perf_counter() - start

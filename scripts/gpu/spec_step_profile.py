@@ -65,7 +65,7 @@ def build(model_dir: str, mode: str):
     extra = {"async_scheduling": False} if mode == "off-sync" else {}
     if mode in ("verify", "verify-k8"):
         use_kvcache_kernel()
-    llm = LLM(model_dir, dtype="bfloat16", kernel_compile="startup", max_model_len=2048, gpu_memory_utilization=0.3,
+    llm = LLM(model_dir, dtype="bfloat16", flash4_compile="startup", max_model_len=2048, gpu_memory_utilization=0.3,
               seed=0, skip_tokenizer_init=True, speculative_config=spec, **extra)
     core = llm.llm_engine.core
     if spec:  # always a whole proposal: every step a verify step

@@ -16,7 +16,7 @@ t0 = float(sys.argv[1])
 import nanoserve.kernels.fused as fused
 fused.SPLIT_MAX_ROWS = int(sys.argv[3])
 from nanoserve import LLM
-llm = LLM(sys.argv[2], dtype="bfloat16", max_model_len=4096, kernel_compile="startup")
+llm = LLM(sys.argv[2], dtype="bfloat16", max_model_len=4096)
 print(json.dumps({"split_max_rows": fused.SPLIT_MAX_ROWS, "process_ready_s": time.time() - t0,
                   "backend": llm.config.attention_backend}))
 """

@@ -103,7 +103,7 @@ def engine_tpot(model) -> dict:
     backend_cls = next(iter(attention_backends().values()))  # the one 'auto' picks
     for name in ("default", "split_decode", "default, again", "split_decode, again"):
         undo = patch_backend(backend_cls) if name.startswith("split") else (lambda: None)
-        llm = LLM(str(model), kernel_compile="startup", max_model_len=4096)
+        llm = LLM(str(model), flash4_compile="startup", max_model_len=4096)
         rows[name] = {"backend": backend_cls.name}
         for batch in (1, 8, 32):
             rows[name][batch] = tpot_ms(llm, batch)

@@ -30,7 +30,7 @@ rm -rf /tmp/so_runs /tmp/so_xdg /tmp/so_triton /tmp/so_cold; mkdir -p /tmp/so_ru
 run warm-up-the-caches "$PWD"  # on empty kernel caches: on a fresh machine, its first start
 if PYTHONPATH=$SITE $PYTHON -c "import importlib.metadata as m; m.version('flash-attn-4')" 2>/dev/null; then
   sleep 2  # the background compile takes its lock just after it starts
-  PYTHONPATH=$SITE:$PWD timeout 300 $PYTHON -c "from nanoserve.engine.kernel_compile import wait_for_compile as w; w()" \
+  PYTHONPATH=$SITE:$PWD timeout 300 $PYTHON -c "from nanoserve.engine.flash4_compile import wait_for_compile as w; w()" \
     || echo "startup_order: the wait for the flash-attn-4 compile failed ($?)"
 fi
 for rep in $(seq "${REPS:-3}"); do

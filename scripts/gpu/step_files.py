@@ -46,7 +46,7 @@ def main() -> None:
     args = parser.parse_args()
     from nanoserve import LLM, SamplingParams
 
-    llm = LLM(args.model, gpu_memory_utilization=0.5, skip_tokenizer_init=True, kernel_compile="startup")
+    llm = LLM(args.model, gpu_memory_utilization=0.5, skip_tokenizer_init=True)
     engine = llm.llm_engine
     params = SamplingParams(temperature=0.6, max_tokens=64, ignore_eos=True)
     for i in range(args.batch):

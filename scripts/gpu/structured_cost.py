@@ -23,7 +23,7 @@ def main(argv=None) -> int:
     args = ap.parse_args(argv)
     from nanoserve import LLM, SamplingParams, StructuredOutputsParams, __version__
 
-    llm = LLM(args.model, max_model_len=1024, gpu_memory_utilization=0.5, kernel_compile="startup")
+    llm = LLM(args.model, max_model_len=1024, gpu_memory_utilization=0.5)
     spec = StructuredOutputsParams(regex="[^\\x00]*")
     prompts = [{"prompt_token_ids": [(7 * i + j) % 10000 for j in range(128)]} for i in range(args.requests)]
     llm.generate(prompts[:4], SamplingParams(max_tokens=8, structured_outputs=spec), use_tqdm=False)  # warm-up

@@ -41,7 +41,7 @@ if [[ ${PART:-a} == a ]]; then
   rm -rf "$XDG_CACHE_HOME" "$TRITON_CACHE_DIR"
   bench cold nanoserve WORKLOADS=latency NANOSERVE_TIMEOUT=90  # a machine's first start: flash-attn 2 at once
   # its background process compiles flash-attn-4's kernels (appendix A5); the workloads run on them, as every later start
-  PYTHONPATH=$PWD:$FLASH_SITE python3 -c "from nanoserve.engine.kernel_compile import wait_for_compile as w; w()"
+  PYTHONPATH=$PWD:$FLASH_SITE python3 -c "from nanoserve.engine.flash4_compile import wait_for_compile as w; w()"
   echo "background compile done: $(( $(date +%s) - START )) s"
   # where a first start's seconds go: flash-attn 2 alone (no background compile), its own empty caches, then warm
   rm -rf /tmp/profile_xdg /tmp/profile_triton

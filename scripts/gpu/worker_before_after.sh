@@ -29,7 +29,7 @@ for side in before after after before; do  # process start -> an engine ready to
   t0=$(date +%s.%N)
   (cd "$root" && PYTHONPATH=/tmp/site:$root timeout 120 python3 -c "
 from nanoserve import LLM, SamplingParams
-llm = LLM('$MODEL', skip_tokenizer_init=True, gpu_memory_utilization=0.9, kernel_compile='startup')
+llm = LLM('$MODEL', skip_tokenizer_init=True, gpu_memory_utilization=0.9)
 llm.generate([dict(prompt_token_ids=[1, 2, 3])], SamplingParams(max_tokens=2), use_tqdm=False)
 " >"$OUT/ready_$side.log" 2>&1)
   echo "[ba] process start -> ready, $side: $(python3 -c "import time; print(f'{time.time() - $t0:.1f}')") s (exit $?)"

@@ -17,7 +17,7 @@ def graph_runner(tmp_path_factory):
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     path = make_tiny_checkpoint(tmp_path_factory.mktemp("g") / "m", seed=0, **GPU_TINY)
-    llm = LLM(str(path), kernel_compile="startup",
+    llm = LLM(str(path), flash4_compile="startup",
               skip_tokenizer_init=True, max_num_seqs=64, max_model_len=2048, max_num_batched_tokens=512,
               num_kv_blocks=200, async_scheduling=False)
     g = llm.engine.executor
@@ -102,7 +102,7 @@ def test_engine_greedy_matches_transformers(tmp_path, enforce_eager):
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     path = make_tiny_checkpoint(tmp_path / "m", seed=0, **GPU_TINY)
-    llm = LLM(str(path), kernel_compile="startup",
+    llm = LLM(str(path), flash4_compile="startup",
               skip_tokenizer_init=True, enforce_eager=enforce_eager, max_num_seqs=8, enable_prefix_caching=False,
               max_model_len=1024, gpu_memory_utilization=0.3)
     runner = llm.engine.executor
@@ -153,7 +153,7 @@ def test_async_scheduling_matches_the_synchronous_loop(tmp_path):
     runs = {}
     for overlap in (False, True):
         # a 256-token budget chunks the long prompts, so decodes also run inside mixed steps
-        llm = LLM(str(path), kernel_compile="startup",
+        llm = LLM(str(path), flash4_compile="startup",
                   skip_tokenizer_init=True, async_scheduling=overlap, max_num_seqs=8,
                   max_num_batched_tokens=256, max_model_len=1024, gpu_memory_utilization=0.3)
         assert llm.config.async_scheduling is overlap
@@ -192,7 +192,7 @@ def test_mixed_step_graphs_greedy_is_within_bf16_noise_of_transformers(tmp_path)
     path = make_tiny_checkpoint(tmp_path / "m", seed=2, tie_word_embeddings=False, **GPU_TINY)
     g = torch.Generator().manual_seed(3)
     prompts = [torch.randint(0, 512, (n,), generator=g).tolist() for n in (5, 300, 1, 130, 700, 64, 2, 40)]
-    llm = LLM(str(path), kernel_compile="startup",
+    llm = LLM(str(path), flash4_compile="startup",
               skip_tokenizer_init=True, max_num_seqs=8, max_num_batched_tokens=512, max_model_len=1024,
               gpu_memory_utilization=0.3)
     runner = llm.engine.executor
@@ -244,7 +244,7 @@ def test_shared_prefix_greedy_is_within_bf16_noise_through_the_cascade(tmp_path)
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     path = make_tiny_checkpoint(tmp_path / "m", seed=5, tie_word_embeddings=False, **GPU_TINY)
-    llm = LLM(str(path), kernel_compile="startup",
+    llm = LLM(str(path), flash4_compile="startup",
               skip_tokenizer_init=True, max_num_seqs=32, max_model_len=1024, gpu_memory_utilization=0.3)
     runner = llm.engine.executor
     runner.variants[0].min_shared_reads = 0  # a tiny batch: take the cascade whenever a block is shared

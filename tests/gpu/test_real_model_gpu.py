@@ -9,7 +9,7 @@ def test_real_answers_through_graphs_and_cascade_are_fp32_argmax_or_near_ties(gg
     from course.real_text import capital_questions, chat_prompts
     from nanoserve import LLM, SamplingParams
 
-    llm = LLM(str(gguf_path), kernel_compile="startup",
+    llm = LLM(str(gguf_path), flash4_compile="startup",
               dtype="bfloat16", max_num_seqs=64, max_model_len=2048, gpu_memory_utilization=0.3)
     prompts = chat_prompts(llm.get_tokenizer(), capital_questions(48))
     llm.generate(prompts[:1], SamplingParams(temperature=0, max_tokens=1), use_tqdm=False)  # the system prompt, cached

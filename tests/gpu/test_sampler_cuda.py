@@ -82,7 +82,7 @@ def test_engine_head_graphs_sample_in_one_kernel_and_repeat_with_a_seed(tmp_path
     params = SamplingParams(temperature=0.9, max_tokens=24, ignore_eos=True)
     outputs = []
     for _ in range(2):
-        llm = LLM(str(path), kernel_compile="startup", skip_tokenizer_init=True, max_num_seqs=16, max_model_len=512,
+        llm = LLM(str(path), flash4_compile="startup", skip_tokenizer_init=True, max_num_seqs=16, max_model_len=512,
                   seed=11)
         assert llm.engine.executor.head_sampler is sample_rows
         replays = sum(llm.engine.executor.replays.values())

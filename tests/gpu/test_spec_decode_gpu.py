@@ -16,7 +16,7 @@ def speculating_llm(gguf_path, overlap: bool, **options):
     """SmolLM2 in bf16 with n-gram speculation; `overlap`: plain steps one step ahead (chapter 18, section 9)."""
     from nanoserve import LLM
 
-    return LLM(str(gguf_path), kernel_compile="startup",
+    return LLM(str(gguf_path), flash4_compile="startup",
                dtype="bfloat16", speculative_config=SPEC, async_scheduling=overlap, **options)
 
 

@@ -17,7 +17,7 @@ def llm(tmp_path_factory):
     path = make_tiny_checkpoint(tmp_path_factory.mktemp("so") / "m", seed=0, with_tokenizer=True, hidden_size=256,
                                 intermediate_size=512, num_hidden_layers=2, num_attention_heads=4,
                                 num_key_value_heads=2, head_dim=128, max_position_embeddings=2048)
-    llm = LLM(str(path), kernel_compile="startup", max_num_seqs=16, max_model_len=1024, num_kv_blocks=64)
+    llm = LLM(str(path), flash4_compile="startup", max_num_seqs=16, max_model_len=1024, num_kv_blocks=64)
     assert type(llm.engine.executor).__name__ == "GraphRunner" and llm.config.async_scheduling
     yield llm
     llm.shutdown()

@@ -1,7 +1,5 @@
-"""A machine's first start (chapter 19's marker, appendix A5's background compile), on a CPU: what 'auto' picks and
-whether the fused kernels are on before and after the compile, the job the compile process gets, and one compile at a
-time."""
-import copy
+"""A machine's first start with flash-attn-4 (chapter 19's marker, appendix A5's background compile), on a CPU: what
+'auto' picks before and after the compile, the job the compile process gets, and one compile at a time."""
 import dataclasses
 import fcntl
 import json
@@ -13,7 +11,7 @@ import pytest
 import torch
 
 from nanoserve.attention import flash, flash4
-from nanoserve.engine import kernel_compile
+from nanoserve.engine import flash4_compile
 from nanoserve.engine.selector import attention_backends
 
 
@@ -89,10 +87,9 @@ def test_the_job_rebuilds_the_engine_shapes_with_one_dummy_layer(tmp_path):
     from nanoserve.sampling import SamplingParams
 
     config, model_config = tiny_engine_config(tmp_path, speculative_config={"num_speculative_tokens": 2})
-    job = json.loads(json.dumps(kernel_compile.compile_job(config)))
+    job = json.loads(json.dumps(flash4_compile.compile_job(config)))
     assert job["speculative_config"]["num_speculative_tokens"] == 2 and job["dtype"] == "float32"
-    core = kernel_compile.compile_core(job, backend="torch")
-    assert job["fused_kernels"] is True  # the compile builds what the next start runs
+    core = flash4_compile.compile_core(job, backend="torch")
     runner = core.executor
     assert runner.config.max_num_seqs == 4 and runner.config.load_format == "dummy" and core.num_kv_blocks == 14
     assert runner.model_config.num_hidden_layers == 1 and len(runner.kv_caches) == 1
@@ -109,10 +106,9 @@ def test_a_cpu_engine_starts_no_compile(tmp_path):
     from nanoserve.model.tiny import make_tiny_checkpoint
 
     llm = LLM(str(make_tiny_checkpoint(tmp_path / "m")), device="cpu", skip_tokenizer_init=True)
-    assert llm.engine.kernel_compile is None and llm.engine.config.kernel_compile == "background"
-    assert llm.engine.config.fused_kernels  # off the GPU nothing is left out
-    with pytest.raises(ValueError, match="kernel_compile.*background.*startup"):
-        LLM(str(tmp_path / "m"), device="cpu", skip_tokenizer_init=True, kernel_compile="later")
+    assert llm.engine.kernel_compile is None and llm.engine.config.flash4_compile == "background"
+    with pytest.raises(ValueError, match="flash4_compile.*background.*startup"):
+        LLM(str(tmp_path / "m"), device="cpu", skip_tokenizer_init=True, flash4_compile="later")
 
 
 def test_the_compile_process_is_detached_and_started_once(monkeypatch, cache, tmp_path):
@@ -120,21 +116,19 @@ def test_the_compile_process_is_detached_and_started_once(monkeypatch, cache, tm
     started = []
     process = SimpleNamespace(pid=123)
     monkeypatch.setattr(subprocess, "Popen", lambda args, **kw: started.append((args, kw)) or process)
-    monkeypatch.setattr(kernel_compile, "flash4_available", lambda: True)
-    assert kernel_compile.compile_in_background(config, model_config) is None  # a CPU engine
+    monkeypatch.setattr(flash4_compile, "flash4_available", lambda: True)
+    assert flash4_compile.compile_in_background(config, model_config) is None  # a CPU engine
     on_gpu = dataclasses.replace(config, device=torch.device("cuda"))
     on_flash4 = dataclasses.replace(on_gpu, attention_backend="flash4")  # it compiles what it meets itself
-    assert kernel_compile.compile_in_background(on_flash4, model_config) is None and not started
-    assert kernel_compile.compile_in_background(on_gpu, model_config) is process
+    assert flash4_compile.compile_in_background(on_flash4, model_config) is None and not started
+    assert flash4_compile.compile_in_background(on_gpu, model_config) is process
     (args, kw), = started
-    assert args[:3] == [sys.executable, "-m", "nanoserve.engine.kernel_compile"] and kw["start_new_session"]
+    assert args[:3] == [sys.executable, "-m", "nanoserve.engine.flash4_compile"] and kw["start_new_session"]
     work = json.loads(args[3])
-    assert work["job"]["device"] == "cuda" and work["backend"] == "flash4"
-    assert work["markers"] == {"flash-attn-4": str(flash4.compiled_marker(model_config))}  # fused kernels off: no Triton
+    assert work["job"]["device"] == "cuda" and work["marker"] == str(flash4.compiled_marker(model_config))
     flash4.compiled_marker(model_config).parent.mkdir(parents=True)
     flash4.compiled_marker(model_config).write_text("{}")
-    assert kernel_compile.compile_in_background(on_gpu, model_config) is None and len(started) == 1
-    assert kernel_compile.compile_in_background(on_gpu, model_config, flash4=False) is None  # a backend was named
+    assert flash4_compile.compile_in_background(on_gpu, model_config) is None and len(started) == 1
 
 
 def test_one_compile_at_a_time_and_a_finished_one_is_kept(monkeypatch, cache, capsys):
@@ -146,77 +140,30 @@ def test_one_compile_at_a_time_and_a_finished_one_is_kept(monkeypatch, cache, ca
         def shutdown(self):
             pass
 
-    monkeypatch.setattr(kernel_compile, "compile_core", lambda job, backend: cores.append((job, backend)) or Core())
-    monkeypatch.setattr(kernel_compile, "dummy_step", lambda runner: None)
-    markers = {"flash-attn-4": cache / "compiled" / "a", "Triton": cache.parent / "triton" / "b"}
-    work = {"job": {"model": "m"}, "backend": "flash4", "markers": {k: str(v) for k, v in markers.items()}}
-    argv = ["kernel_compile", json.dumps(work)]
+    monkeypatch.setattr(flash4_compile, "compile_core", lambda job: cores.append(job) or Core())
+    monkeypatch.setattr(flash4_compile, "dummy_step", lambda runner: None)
+    marker = flash4.compiled_marker(geometry())
+    argv = ["flash4_compile", json.dumps({"job": {"model": "m"}, "marker": str(marker)})]
     cache.mkdir(parents=True)
-    with open(cache.parent / "compile.lock", "w") as held:  # another process compiles
+    with open(cache / "compile.lock", "w") as held:  # another process compiles
         fcntl.flock(held, fcntl.LOCK_EX)
-        kernel_compile.main(argv)
+        flash4_compile.main(argv)
         assert not cores and "another process" in capsys.readouterr().out
-    kernel_compile.main(argv)
-    assert cores == [({"model": "m"}, "flash4")]
-    assert all(json.loads(marker.read_text()) == {"model": "m"} for marker in markers.values())
-    assert "compiled flash-attn-4 and Triton kernels on flash4" in capsys.readouterr().out
-    kernel_compile.main(argv)  # the marker is there: nothing to do
+    flash4_compile.main(argv)
+    assert cores == [{"model": "m"}] and json.loads(marker.read_text()) == {"model": "m"}
+    flash4_compile.main(argv)  # the marker is there: nothing to do
     assert len(cores) == 1
-    kernel_compile.wait_for_compile()  # returns at once: nothing holds the lock
+    flash4_compile.wait_for_compile()  # returns at once: nothing holds the lock
 
 
 def test_an_unwritable_cache_costs_the_compile_not_the_engine(monkeypatch, cache, tmp_path, caplog):
     config, model_config = tiny_engine_config(tmp_path)
-    monkeypatch.setattr(kernel_compile, "flash4_available", lambda: True)
+    monkeypatch.setattr(flash4_compile, "flash4_available", lambda: True)
 
     def refuse(*args, **kwargs):
         raise PermissionError("read-only file system")
 
     monkeypatch.setattr(subprocess, "Popen", refuse)
     on_gpu = dataclasses.replace(config, device=torch.device("cuda"))
-    assert kernel_compile.compile_in_background(on_gpu, model_config) is None
-    assert "serves without them" in caplog.text
-
-
-@pytest.fixture
-def triton_gpu(monkeypatch, cache):
-    """Chapter 10's fused kernels on offer (a CUDA GPU with Triton, as far as the engine asks), Triton '3.4.0'."""
-    monkeypatch.setattr(kernel_compile, "fused_kernels_on", lambda config, device: config.fused_kernels)
-    monkeypatch.setattr(kernel_compile, "installed_version", lambda name: "3.4.0")
-    monkeypatch.delenv("TRITON_CACHE_DIR", raising=False)
-
-
-def test_a_first_start_serves_without_the_triton_kernels_and_compiles_them(monkeypatch, triton_gpu, tmp_path):
-    config, model_config = tiny_engine_config(tmp_path)
-    on_gpu = dataclasses.replace(config, device=torch.device("cuda"))
-    started = []
-    monkeypatch.setattr(subprocess, "Popen", lambda args, **kw: started.append(args) or SimpleNamespace(pid=1))
-    first = kernel_compile.first_start(on_gpu, model_config)
-    assert not first.fused_kernels and dataclasses.replace(first, fused_kernels=True) == on_gpu
-    assert kernel_compile.compile_in_background(on_gpu, model_config) is not None
-    work = json.loads(started[0][3])
-    marker = kernel_compile.triton_marker(on_gpu, model_config)
-    assert work["backend"] == "torch" and work["job"]["fused_kernels"] and work["markers"] == {"Triton": str(marker)}
-    marker.parent.mkdir(parents=True)
-    marker.write_text("{}")
-    assert kernel_compile.first_start(on_gpu, model_config) is on_gpu  # compiled: the next start keeps them
-    assert kernel_compile.compile_in_background(on_gpu, model_config) is None and len(started) == 1
-    unfused = dataclasses.replace(on_gpu, fused_kernels=False)  # asked for without them: nothing to leave out
-    assert kernel_compile.first_start(unfused, model_config) is unfused
-
-
-def test_the_triton_marker_is_per_version_cache_gpu_dtype_and_shapes(monkeypatch, triton_gpu, tmp_path):
-    config, model_config = tiny_engine_config(tmp_path)
-    on_gpu = dataclasses.replace(config, device=torch.device("cuda"))
-    wider = copy.copy(model_config)
-    wider.hidden_size = 128
-    markers = {kernel_compile.triton_marker(on_gpu, model_config),
-               kernel_compile.triton_marker(dataclasses.replace(on_gpu, dtype=torch.bfloat16), model_config),
-               kernel_compile.triton_marker(on_gpu, wider)}
-    monkeypatch.setenv("TRITON_CACHE_DIR", str(tmp_path / "elsewhere"))  # an empty cache: the marker must not hold
-    markers.add(kernel_compile.triton_marker(on_gpu, model_config))
-    monkeypatch.setattr(kernel_compile, "installed_version", lambda name: "3.5.0")
-    markers.add(kernel_compile.triton_marker(on_gpu, model_config))
-    monkeypatch.setattr(flash4.torch.cuda, "get_device_capability", lambda *a: (10, 0))
-    markers.add(kernel_compile.triton_marker(on_gpu, model_config))
-    assert len(markers) == 6 and len({m.parent for m in markers}) == 1
+    assert flash4_compile.compile_in_background(on_gpu, model_config) is None
+    assert "stays on flash-attn 2" in caplog.text
