@@ -1,8 +1,8 @@
 """Many streams at once through the HTTP server on the CPU: a delta per step against steps merged while the reader
 was behind (issue 36, 2026-12-06, third session), (--compare worker) the engine on a thread of the server's
 process against the engine in a process of its own (chapter 16 section 6), or (--compare uvicorn) uvicorn on
-asyncio's loop and h11 against uvloop and httptools, or (--compare gc) the engine thread, the engine process, and
-the engine process with the garbage collector's first threshold raised in both processes.
+asyncio's loop and h11 against uvloop and httptools, or (--compare gc) the engine thread, the engine process (whose
+two processes raise the garbage collector's first threshold), and the engine process at CPython's thresholds.
 
 The server's AsyncEngine on the tiny random Qwen3 whose forward is stubbed by a sleep as long as an H100 step (as
 `serve_burst.py` does), behind the real FastAPI app; a child process streams every request at once, as
@@ -29,6 +29,7 @@ import time
 from nanobench.provenance import collect_provenance, utc_now
 from nanoserve.entrypoints import async_engine
 from nanoserve.entrypoints.async_engine import RequestGroup
+from nanoserve.entrypoints.engine_process import COLLECTOR_THRESHOLDS
 from nanoserve.entrypoints.launch import BackgroundServer
 from nanoserve.entrypoints.openai_server import build_app
 from nanoserve.model.tiny import make_tiny_checkpoint
@@ -54,17 +55,16 @@ async def one_delta_per_step(self):
 
 
 ARMS = {"merged when behind": MERGED, "one delta per step": one_delta_per_step}
-YOUNG = 10_000  # --compare gc: the collector's first threshold in the tuned arm (Python's default is 700)
-SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings, collector thresholds or None for
-    # Python's); "merge" reads one server two ways
+DEFAULT_THRESHOLDS = gc.get_threshold()  # CPython's, before any EngineProcess raises them
+SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings, collector thresholds or None for the
+    # worker's own: CPython's for the thread, COLLECTOR_THRESHOLDS for the process); "merge" reads one server two ways
     "merge": {"merge": (False, {}, None)},
     "worker": {"engine thread": (False, {}, None), "engine process": (True, {}, None)},
     "uvicorn": {"asyncio + h11": (False, {"loop": "asyncio", "http": "h11"}, None),
                 "uvloop + httptools": (False, {"loop": "uvloop", "http": "httptools"}, None)},
     "gc": {"engine thread": (False, {}, None), "engine process": (True, {}, None),
-           f"engine process, gc {YOUNG}": (True, {}, (YOUNG, 10, 10))},
+           f"engine process, gc {DEFAULT_THRESHOLDS[0]}": (True, {}, DEFAULT_THRESHOLDS)},
 }
-DEFAULT_THRESHOLDS = gc.get_threshold()
 
 
 def set_collector(thresholds: tuple, engine) -> None:
@@ -120,8 +120,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="each arm this many times, arms alternating")
     p.add_argument("--compare", choices=tuple(SERVERS), default="merge",
                    help="merge: how the loop reads a step's outputs; worker: engine thread against engine process; "
-                        "uvicorn: asyncio and h11 against uvloop and httptools; gc: thread, process, process with "
-                        f"the collector's first threshold at {YOUNG}")
+                        "uvicorn: asyncio and h11 against uvloop and httptools; gc: thread, process (its first "
+                        f"threshold {COLLECTOR_THRESHOLDS[0]}), process at CPython's {DEFAULT_THRESHOLDS[0]}")
     p.add_argument("--engine-process", action="store_true",
                    help="--compare merge or uvicorn: every server's engine in a process of its own")
     p.add_argument("--model", default=None, help="a checkpoint served on the GPU, its real forward (default: the "
@@ -135,9 +135,11 @@ def main() -> int:
     model = args.model or str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
     servers = {}  # arm -> (engine, server, loop): one server per arm, or one for both read modes
     share = {"gpu_memory_utilization": 0.9 / len(SERVERS[args.compare])} if args.model else {}  # all on one GPU
-    thresholds = {arm: t for arm, (_, _, t) in SERVERS[args.compare].items() if t}  # set here for each arm's bursts
-    for arm, (process, settings, _) in SERVERS[args.compare].items():
-        tuned = functools.partial(set_collector, thresholds[arm]) if arm in thresholds and process else None
+    own = {arm: COLLECTOR_THRESHOLDS if process or args.engine_process else DEFAULT_THRESHOLDS
+           for arm, (process, _, _) in SERVERS[args.compare].items()}
+    thresholds = {arm: t or own[arm] for arm, (_, _, t) in SERVERS[args.compare].items()}  # set for each arm's bursts
+    for arm, (process, settings, chosen) in SERVERS[args.compare].items():
+        tuned = functools.partial(set_collector, chosen) if chosen and process else None
         engine = served_engine(model, process=process or args.engine_process, gpu=args.model is not None,
                                on_start=tuned, **share)
         server = BackgroundServer(build_app(engine, FrontendArgs(served_model_name="tiny"), model))
@@ -155,7 +157,7 @@ def main() -> int:
         for name, aiter in arms.items():
             engine, server, loop = servers.get(name, servers.get("merge"))
             async_engine.RequestGroup.__aiter__ = aiter
-            gc.set_threshold(*thresholds.get(name, DEFAULT_THRESHOLDS))
+            gc.set_threshold(*thresholds.get(name, thresholds.get("merge", DEFAULT_THRESHOLDS)))
             try:
                 run = served_run(server, loop, engine.engine, args)
             finally:

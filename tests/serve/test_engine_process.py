@@ -1,6 +1,7 @@
 """The engine in a process of its own (chapter 16 section 6): the worker thread's tokens, door checks, aborts,
 shutdown, and the HTTP server over it."""
 import asyncio
+import gc
 import threading
 import time
 
@@ -129,6 +130,30 @@ def test_shutdown_ends_open_requests_and_the_child(tiny_model_dir):
 def refuse(engine) -> None:
     """An on_start hook that fails in the child, as a model that cannot be served does."""
     raise ValueError(f"cannot serve this model ({engine.vocab_size} tokens)")
+
+
+def collector_as_served(engine) -> None:
+    """An on_start hook: the child must collect with the engine process's thresholds, not CPython's."""
+    from nanoserve.entrypoints.engine_process import COLLECTOR_THRESHOLDS
+
+    if gc.get_threshold() != COLLECTOR_THRESHOLDS:
+        raise ValueError(f"the engine's process collects with thresholds {gc.get_threshold()}")
+
+
+def test_both_processes_collect_with_the_raised_threshold(tiny_model_dir):
+    """The child's thresholds are checked there (a failing on_start raises here); the parent's in a fresh
+    interpreter, as the freeze is."""
+    import subprocess
+    import sys
+
+    EngineProcess(EngineConfig(model=str(tiny_model_dir), **ARGS), on_start=collector_as_served).shutdown()
+    code = ("import gc, sys; from nanoserve.engine.config import EngineConfig;"
+            "from nanoserve.entrypoints.engine_process import EngineProcess;"
+            f"w = EngineProcess(EngineConfig(model=sys.argv[1], **{ARGS!r}));"
+            "print(gc.get_threshold()); w.shutdown()")
+    out = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True, text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert out.stdout.split()[-3:] == ["(10000,", "10,", "10)"]
 
 
 def test_an_engine_that_cannot_start_raises_in_the_parent(tiny_model_dir):
