@@ -140,20 +140,25 @@ def collector_as_served(engine) -> None:
         raise ValueError(f"the engine's process collects with thresholds {gc.get_threshold()}")
 
 
-def test_both_processes_collect_with_the_raised_threshold(tiny_model_dir):
-    """The child's thresholds are checked there (a failing on_start raises here); the parent's in a fresh
-    interpreter, as the freeze is."""
+def parent_after_start(model_dir, measure: str) -> str:
+    """What `measure` (an expression on `gc`) reads in a fresh interpreter once its EngineProcess is ready (this
+    interpreter built an engine already, which froze its heap)."""
     import subprocess
     import sys
 
-    EngineProcess(EngineConfig(model=str(tiny_model_dir), **ARGS), on_start=collector_as_served).shutdown()
     code = ("import gc, sys; from nanoserve.engine.config import EngineConfig;"
             "from nanoserve.entrypoints.engine_process import EngineProcess;"
-            f"w = EngineProcess(EngineConfig(model=sys.argv[1], **{ARGS!r}));"
-            "print(gc.get_threshold()); w.shutdown()")
-    out = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True, text=True, timeout=300)
+            f"w = EngineProcess(EngineConfig(model=sys.argv[1], **{ARGS!r})); seen = {measure};"
+            "w.shutdown(); print(seen)")
+    out = subprocess.run([sys.executable, "-c", code, str(model_dir)], capture_output=True, text=True, timeout=300)
     assert out.returncode == 0, out.stderr[-2000:]
-    assert out.stdout.split()[-3:] == ["(10000,", "10,", "10)"]
+    return out.stdout.strip().splitlines()[-1]
+
+
+def test_both_processes_collect_with_the_raised_threshold(tiny_model_dir):
+    """The child's thresholds are checked there (a failing on_start raises here), the parent's after its start."""
+    EngineProcess(EngineConfig(model=str(tiny_model_dir), **ARGS), on_start=collector_as_served).shutdown()
+    assert parent_after_start(tiny_model_dir, "gc.get_threshold()") == "(10000, 10, 10)"
 
 
 def test_an_engine_that_cannot_start_raises_in_the_parent(tiny_model_dir):
@@ -241,15 +246,5 @@ def test_a_request_cancelled_before_its_verdict_leaves_nothing_behind(engines):
 
 
 def test_the_parent_freezes_its_start_up_heap(tiny_model_dir):
-    """The parent builds no engine, so the engine process freezes its heap (a fresh interpreter: this one has an
-    engine already)."""
-    import subprocess
-    import sys
-
-    code = ("import gc, sys; from nanoserve.engine.config import EngineConfig;"
-            "from nanoserve.entrypoints.engine_process import EngineProcess;"
-            f"w = EngineProcess(EngineConfig(model=sys.argv[1], **{ARGS!r})); frozen = gc.get_freeze_count();"
-            "w.shutdown(); print(frozen)")
-    out = subprocess.run([sys.executable, "-c", code, str(tiny_model_dir)], capture_output=True, text=True, timeout=300)
-    assert out.returncode == 0, out.stderr[-2000:]
-    assert int(out.stdout.split()[-1]) > 10_000  # the imports' objects, frozen
+    """The parent builds no engine, so the engine process freezes its heap."""
+    assert int(parent_after_start(tiny_model_dir, "gc.get_freeze_count()")) > 10_000  # the imports' objects, frozen
