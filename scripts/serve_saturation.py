@@ -135,9 +135,8 @@ def main() -> int:
     model = args.model or str(make_tiny_checkpoint(tmp.name, seed=0, with_tokenizer=True, vocab_size=VOCAB))
     servers = {}  # arm -> (engine, server, loop): one server per arm, or one for both read modes
     share = {"gpu_memory_utilization": 0.9 / len(SERVERS[args.compare])} if args.model else {}  # all on one GPU
-    own = {arm: COLLECTOR_THRESHOLDS if process or args.engine_process else DEFAULT_THRESHOLDS
-           for arm, (process, _, _) in SERVERS[args.compare].items()}
-    thresholds = {arm: t or own[arm] for arm, (_, _, t) in SERVERS[args.compare].items()}  # set for each arm's bursts
+    thresholds = {arm: t or (COLLECTOR_THRESHOLDS if process or args.engine_process else DEFAULT_THRESHOLDS)
+                  for arm, (process, _, t) in SERVERS[args.compare].items()}  # set here for each arm's bursts
     for arm, (process, settings, chosen) in SERVERS[args.compare].items():
         tuned = functools.partial(set_collector, chosen) if chosen and process else None
         engine = served_engine(model, process=process or args.engine_process, gpu=args.model is not None,
