@@ -1,8 +1,8 @@
 """Many streams at once through the HTTP server on the CPU: a delta per step against steps merged while the reader
 was behind (issue 36, 2026-12-06, third session), (--compare worker) the engine on a thread of the server's
 process against the engine in a process of its own (chapter 16 section 6), or (--compare uvicorn) uvicorn on
-asyncio's loop and h11 against uvloop and httptools, or (--compare gc) the engine thread, the engine process (whose
-two processes raise the garbage collector's first threshold), and the engine process at CPython's thresholds.
+asyncio's loop and h11 against uvloop and httptools, or (--compare gc) the engine thread and the engine process,
+each at CPython's garbage collector thresholds and at the raised ones the engine process sets in its two processes.
 
 The server's AsyncEngine on the tiny random Qwen3 whose forward is stubbed by a sleep as long as an H100 step (as
 `serve_burst.py` does), behind the real FastAPI app; a child process streams every request at once, as
@@ -62,7 +62,9 @@ SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings, c
     "worker": {"engine thread": (False, {}, None), "engine process": (True, {}, None)},
     "uvicorn": {"asyncio + h11": (False, {"loop": "asyncio", "http": "h11"}, None),
                 "uvloop + httptools": (False, {"loop": "uvloop", "http": "httptools"}, None)},
-    "gc": {"engine thread": (False, {}, None), "engine process": (True, {}, None),
+    "gc": {"engine thread": (False, {}, None),
+           f"engine thread, gc {COLLECTOR_THRESHOLDS[0]}": (False, {}, COLLECTOR_THRESHOLDS),
+           "engine process": (True, {}, None),
            f"engine process, gc {DEFAULT_THRESHOLDS[0]}": (True, {}, DEFAULT_THRESHOLDS)},
 }
 
@@ -120,8 +122,8 @@ def main() -> int:
     p.add_argument("--repeats", type=int, default=3, help="each arm this many times, arms alternating")
     p.add_argument("--compare", choices=tuple(SERVERS), default="merge",
                    help="merge: how the loop reads a step's outputs; worker: engine thread against engine process; "
-                        "uvicorn: asyncio and h11 against uvloop and httptools; gc: thread, process (its first "
-                        f"threshold {COLLECTOR_THRESHOLDS[0]}), process at CPython's {DEFAULT_THRESHOLDS[0]}")
+                        "uvicorn: asyncio and h11 against uvloop and httptools; gc: thread and process, each at CPython's "
+                        f"first threshold ({DEFAULT_THRESHOLDS[0]}) and at the process's ({COLLECTOR_THRESHOLDS[0]})")
     p.add_argument("--engine-process", action="store_true",
                    help="--compare merge or uvicorn: every server's engine in a process of its own")
     p.add_argument("--model", default=None, help="a checkpoint served on the GPU, its real forward (default: the "
