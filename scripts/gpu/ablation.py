@@ -173,7 +173,7 @@ def main() -> None:
             row["error"] = f"timed out after {args.budget_s + 120:.0f} s"
         rows.append(row)
         result = {"provenance": {**collect_provenance(), "command": "python3 scripts/gpu/ablation.py "
-                                 + " ".join(sys.argv[1:]), "nanoserve_commit": os.environ.get("NANOSERVE_COMMIT"),
+                                 + " ".join(sys.argv[1:]), "nanoserve_commit": os.environ.get("NANOSERVE_GIT_COMMIT"),
                                  "date": time.strftime("%Y-%m-%d"), "config": {
                                      "engine": ENGINE, "workloads": WORKLOADS, "latency_batches": LATENCY_BATCHES,
                                      "runs": args.runs, "temperature": 0.6,

@@ -22,6 +22,8 @@
 #   bash scripts/gpu/flash4_call.sh split     the bench carry plus .gpu/tokenizer: chapter 10's split `o` and `down`
 #                                             against one GEMM each, on flash-attn-4 (split_engine_probe.py), then
 #                                             `test` (TEST_SITES as there)
+# Set NANOSERVE_GIT_COMMIT to this checkout's commit in the command: the device copy's .git can be older than its
+# files, and the results' provenance reads it.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 S=/root/stash/fa4; mkdir -p "$S"
@@ -36,7 +38,7 @@ fi
 ONLY_FA2=/tmp/site:$PWD
 FA4_SITE=$WITH_FA4  # the packages alone, without this tree
 WITH_FA4=$WITH_FA4:$PWD
-export PYTHONUNBUFFERED=1 MPLBACKEND=Agg NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
+export PYTHONUNBUFFERED=1 MPLBACKEND=Agg
 PYTHONPATH=$WITH_FA4 python3 -c "from nanoserve.engine.selector import attention_backends as a; print('auto picks:', next(iter(a())))"
 if [[ "$1" == bench ]]; then
   [[ ${CELLS:-1} == 1 ]] && PYTHONPATH=$WITH_FA4 timeout 200 python3 scripts/gpu/run_gpu_cells.py chapters/19_hopper_attention.ipynb \

@@ -14,7 +14,6 @@ else
   SITE=/tmp/site
 fi
 export PYTHONPATH=$SITE:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-export NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 timeout "${LIMIT:-500}" python3 scripts/gpu/l2_prefetch_probe.py "$OUT/l2_prefetch.json" 2>&1 | grep -v -i "warn" \
   | tee "$OUT/probe.log" | tail -45
 echo "l2_prefetch_call: ${SECONDS} s"

@@ -6,7 +6,8 @@
 #   3. split_cold_start_probe.py: fresh starts on empty kernel caches, split projections and not (SKIP_COLD=1 skips).
 # On an H200, split_engine_probe.py (batch-1/8/32 TPOT, split projections and not) runs in place of step 2.
 # Carrying the flash-attn wheel, .gpu/wheels (gguf, and fastapi, uvicorn, httpx, prometheus-client with their
-# dependencies as cp312 wheels: a fresh machine has none of them) and .gpu/tokenizer; results go to $OUT.
+# dependencies as cp312 wheels: a fresh machine has none of them) and .gpu/tokenizer; results go to $OUT. Set
+# NANOSERVE_GIT_COMMIT to this checkout's commit in the command: the device copy's .git can be older than its files.
 # COMPARE=gc runs serve_saturation.py --compare gc in step 1 instead.
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."

@@ -14,7 +14,7 @@
 #   bash scripts/gpu/spec_call.sh run             carrying .gpu/spec/08, .gpu/spec/SHA256, the flash-attn wheel and
 #                                                 .gpu/wheels: installs (once per machine), then the bench
 # A call that moves the checkout's .git away makes the next call on that warm machine fail ("the call failed on the
-# device"); set NANOSERVE_COMMIT for the provenance instead.
+# device"); set NANOSERVE_GIT_COMMIT for the provenance instead.
 #   bash scripts/gpu/spec_call.sh test            the same carry; installs if needed, then the spec-decode GPU tests
 #                                                 (MORE_TESTS: other test files to run in the same call)
 # (.gpu/spec is made on the CPU machine: tar the wheels into one file, `split -b 27m -d -a 2`, one folder per part

@@ -127,7 +127,7 @@ def main() -> None:
             print(f"{mode}: failed\n{result.stderr[-2000:]}", flush=True)
             continue
         rows += [json.loads(l) for l in lines]
-    commit = os.environ.get("NANOSERVE_COMMIT") or subprocess.run(
+    commit = os.environ.get("NANOSERVE_GIT_COMMIT") or subprocess.run(
         ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
     reference = {r["batch"]: r["tokens"] for r in rows if r["mode"] == "off"}
     for r in rows:  # greedy tokens equal to plain decoding's (random weights: near-ties are rare but possible)

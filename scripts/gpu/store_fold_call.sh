@@ -8,7 +8,6 @@ cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 OUT=${OUT:-/tmp/store_fold_out}; mkdir -p "$OUT"
 source scripts/gpu/install_flash4.sh >"$OUT/install.log" 2>&1 || { tail -5 "$OUT/install.log"; exit 1; }
 export PYTHONPATH=$WITH_FA4:$PWD PYTHONUNBUFFERED=1 MPLBACKEND=Agg
-export NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 timeout 330 python3 scripts/gpu/store_fold_probe.py "$OUT/store_fold_h200.json" 2>&1 | grep -v -i "warn" | tail -40
 # where a machine's first start goes (flash-attn 2 alone, its own empty caches), then a warm start
 rm -rf /tmp/profile_xdg /tmp/profile_triton

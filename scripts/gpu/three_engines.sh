@@ -28,9 +28,8 @@ bash scripts/gpu/install_spec_pack.sh >"$OUT/install.log" 2>&1 || echo "vLLM ins
 source scripts/gpu/install_flash4.sh >>"$OUT/install.log" 2>&1 || { echo "flash-attn-4 install failed"; WITH_FA4=/tmp/site; }
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >>"$OUT/install.log" 2>&1
 export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 FLASH_SITE=$WITH_FA4 MODEL=/tmp/qwen3-0.6b CONFIG=qwen3-0.6b
-export NANOSERVE_COMMIT=${NANOSERVE_COMMIT:-$(git rev-parse --short HEAD 2>/dev/null)}
 export WORKLOADS=${WORKLOADS:-random,shared-prefix,high-churn,prefill-bound,latency} RUNS=${RUNS:-3} TAG=${TAG:-h200}
-echo "installs: $(( $(date +%s) - START )) s; nanoserve $NANOSERVE_COMMIT"
+echo "installs: $(( $(date +%s) - START )) s; nanoserve $NANOSERVE_GIT_COMMIT"
 bench() {  # bench NAME ENGINES [VAR=VALUE ...]: one bench_all.sh run into $OUT/NAME
   local name=$1 engines=$2; shift 2
   env "$@" OUT="$OUT/$name" ENGINES="$engines" bash scripts/gpu/bench_all.sh >"$OUT/$name.out" 2>&1
