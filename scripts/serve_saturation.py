@@ -66,6 +66,8 @@ SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings, c
            f"engine thread, gc {COLLECTOR_THRESHOLDS[0]}": (False, {}, COLLECTOR_THRESHOLDS),
            "engine process": (True, {}, None),
            f"engine process, gc {DEFAULT_THRESHOLDS[0]}": (True, {}, DEFAULT_THRESHOLDS)},
+    "gc-thread": {"engine thread": (False, {}, None),
+                  f"engine thread, gc {COLLECTOR_THRESHOLDS[0]}": (False, {}, COLLECTOR_THRESHOLDS)},
 }
 
 
@@ -123,7 +125,8 @@ def main() -> int:
     p.add_argument("--compare", choices=tuple(SERVERS), default="merge",
                    help="merge: how the loop reads a step's outputs; worker: engine thread against engine process; "
                         "uvicorn: asyncio and h11 against uvloop and httptools; gc: thread and process, each at CPython's "
-                        f"first threshold ({DEFAULT_THRESHOLDS[0]}) and at the process's ({COLLECTOR_THRESHOLDS[0]})")
+                        f"first threshold ({DEFAULT_THRESHOLDS[0]}) and at the process's ({COLLECTOR_THRESHOLDS[0]}); "
+                        "gc-thread: the thread's two")
     p.add_argument("--engine-process", action="store_true",
                    help="--compare merge or uvicorn: every server's engine in a process of its own")
     p.add_argument("--model", default=None, help="a checkpoint served on the GPU, its real forward (default: the "
