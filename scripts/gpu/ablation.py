@@ -13,7 +13,6 @@ the random workload at 412 tok/s (26 s a run, 2026-12-03), so it alone needs abo
 call of its own (--configs base, with --budget-s 540), then ladder-rest and loo in one call each."""
 import argparse
 import json
-import os
 import statistics
 import subprocess
 import sys
@@ -151,7 +150,7 @@ def main() -> None:
     if args.one:
         print("RESULT " + json.dumps(measure_one(args.model, json.loads(args.one), args.runs, args.budget_s)))
         return
-    from nanobench.provenance import collect_provenance
+    from nanobench.provenance import collect_provenance, git_commit
 
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
@@ -173,7 +172,7 @@ def main() -> None:
             row["error"] = f"timed out after {args.budget_s + 120:.0f} s"
         rows.append(row)
         result = {"provenance": {**collect_provenance(), "command": "python3 scripts/gpu/ablation.py "
-                                 + " ".join(sys.argv[1:]), "nanoserve_commit": os.environ.get("NANOSERVE_GIT_COMMIT"),
+                                 + " ".join(sys.argv[1:]), "nanoserve_commit": git_commit(),
                                  "date": time.strftime("%Y-%m-%d"), "config": {
                                      "engine": ENGINE, "workloads": WORKLOADS, "latency_batches": LATENCY_BATCHES,
                                      "runs": args.runs, "temperature": 0.6,

@@ -176,8 +176,9 @@ def provenance(args) -> dict:
 
     vllm = subprocess.run([sys.executable, "-c", "import vllm; print(vllm.__version__)"], capture_output=True,
                           text=True, env=dict(os.environ, PYTHONPATH=args.vllm_path)).stdout.strip()
-    commit = os.environ.get("NANOSERVE_GIT_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    from nanobench.provenance import git_commit  # the stated commit, else the checkout's (with "-dirty")
+
+    commit = git_commit()
     return {"gpu": torch.cuda.get_device_name(0), "torch": torch.__version__, "vllm": vllm or "unavailable",
             "python": platform.python_version(), "nanoserve_commit": commit or "unknown",
             "command": " ".join([Path(sys.argv[0]).name] + sys.argv[1:]), "date": time.strftime("%Y-%m-%d"),

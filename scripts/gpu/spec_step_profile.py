@@ -8,7 +8,6 @@ of every synchronous step; prints a table and writes JSON with provenance.
 Verify steps are forced: the proposer always proposes k tokens (acceptance does not change a step's cost)."""
 import argparse
 import json
-import os
 import platform
 import statistics
 import subprocess
@@ -127,8 +126,9 @@ def main() -> None:
             print(f"{mode}: failed\n{result.stderr[-2000:]}", flush=True)
             continue
         rows += [json.loads(l) for l in lines]
-    commit = os.environ.get("NANOSERVE_GIT_COMMIT") or subprocess.run(
-        ["git", "rev-parse", "--short", "HEAD"], capture_output=True, text=True).stdout.strip()
+    from nanobench.provenance import git_commit  # the stated commit, else the checkout's (with "-dirty")
+
+    commit = git_commit()
     reference = {r["batch"]: r["tokens"] for r in rows if r["mode"] == "off"}
     for r in rows:  # greedy tokens equal to plain decoding's (random weights: near-ties are rare but possible)
         r["same_tokens_as_off"] = sum(a == b for a, b in zip(r.pop("tokens"), reference.get(r["batch"], [])))

@@ -29,7 +29,7 @@ source scripts/gpu/install_flash4.sh >>"$OUT/install.log" 2>&1 || { echo "flash-
 python3 -m pip install -q --no-index --no-deps --target /tmp/site .gpu/flash_attn-*.whl .gpu/wheels/*.whl >>"$OUT/install.log" 2>&1
 export PYTHONUNBUFFERED=1 CUDA_VISIBLE_DEVICES=0 FLASH_SITE=$WITH_FA4 MODEL=/tmp/qwen3-0.6b CONFIG=qwen3-0.6b
 export WORKLOADS=${WORKLOADS:-random,shared-prefix,high-churn,prefill-bound,latency} RUNS=${RUNS:-3} TAG=${TAG:-h200}
-echo "installs: $(( $(date +%s) - START )) s; nanoserve $NANOSERVE_GIT_COMMIT"
+echo "installs: $(( $(date +%s) - START )) s; nanoserve ${NANOSERVE_GIT_COMMIT:-(commit not stated)}"
 bench() {  # bench NAME ENGINES [VAR=VALUE ...]: one bench_all.sh run into $OUT/NAME
   local name=$1 engines=$2; shift 2
   env "$@" OUT="$OUT/$name" ENGINES="$engines" bash scripts/gpu/bench_all.sh >"$OUT/$name.out" 2>&1
