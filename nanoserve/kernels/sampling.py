@@ -9,8 +9,6 @@ import functools
 
 import torch
 
-from nanoserve.kernels.fused import launch
-
 SAMPLE_CHUNK = 8192  # vocabulary columns per program: one row still spreads over many programs
 SAMPLE_BLOCK = 1024  # columns a program reads per iteration
 
@@ -56,6 +54,6 @@ def sample_rows(logits: torch.Tensor, temperature: torch.Tensor, greedy: torch.T
     seed = torch.randint(0, 2**62, (1,), device=logits.device, generator=generator)
     best = torch.empty(rows, chunks, dtype=torch.float32, device=logits.device)
     index = torch.empty(rows, chunks, dtype=torch.int32, device=logits.device)
-    launch(_sample_kernel(), (rows, chunks), logits, logits.stride(0), temperature, greedy, seed, best, index, vocab,
-           chunks, CHUNK=SAMPLE_CHUNK, BLOCK=SAMPLE_BLOCK)
+    _sample_kernel()[(rows, chunks)](logits, logits.stride(0), temperature, greedy, seed, best, index, vocab, chunks,
+                                     CHUNK=SAMPLE_CHUNK, BLOCK=SAMPLE_BLOCK)
     return index.gather(1, best.argmax(dim=1, keepdim=True)).squeeze(1).long()
