@@ -150,8 +150,9 @@ def main() -> None:
     if args.one:
         print("RESULT " + json.dumps(measure_one(args.model, json.loads(args.one), args.runs, args.budget_s)))
         return
-    from nanobench.provenance import collect_provenance, git_commit
+    from nanobench.provenance import collect_provenance
 
+    provenance = collect_provenance()  # once: the machine and the tree do not change between configurations
     out = Path(args.out)
     out.mkdir(parents=True, exist_ok=True)
     rows = []
@@ -171,8 +172,8 @@ def main() -> None:
         except subprocess.TimeoutExpired:
             row["error"] = f"timed out after {args.budget_s + 120:.0f} s"
         rows.append(row)
-        result = {"provenance": {**collect_provenance(), "command": "python3 scripts/gpu/ablation.py "
-                                 + " ".join(sys.argv[1:]), "nanoserve_commit": git_commit(),
+        result = {"provenance": {**provenance, "command": "python3 scripts/gpu/ablation.py "
+                                 + " ".join(sys.argv[1:]), "nanoserve_commit": provenance["nanoserve_git"],
                                  "date": time.strftime("%Y-%m-%d"), "config": {
                                      "engine": ENGINE, "workloads": WORKLOADS, "latency_batches": LATENCY_BATCHES,
                                      "runs": args.runs, "temperature": 0.6,
