@@ -66,9 +66,8 @@ SERVERS = {  # --compare: arm -> (engine in its own process, uvicorn settings, c
            f"engine thread, gc {COLLECTOR_THRESHOLDS[0]}": (False, {}, COLLECTOR_THRESHOLDS),
            "engine process": (True, {}, None),
            f"engine process, gc {DEFAULT_THRESHOLDS[0]}": (True, {}, DEFAULT_THRESHOLDS)},
-    "gc-thread": {"engine thread": (False, {}, None),
-                  f"engine thread, gc {COLLECTOR_THRESHOLDS[0]}": (False, {}, COLLECTOR_THRESHOLDS)},
 }
+SERVERS["gc-thread"] = {arm: spec for arm, spec in SERVERS["gc"].items() if not spec[0]}  # gc's two thread arms
 
 
 def set_collector(thresholds: tuple, engine) -> None:
