@@ -5,14 +5,11 @@ __all__ = ['profile_gpu_kv_blocks', 'dummy_step']
 
 # %% chapters/A5_engine_front_end.ipynb #c025
 import logging
-import math
 
 import torch
 
-from nanoserve.attention.batch import allocate_kv_cache
 from nanoserve.engine.config import gpu_kv_cache_bytes, memory_outside_pool
-from nanoserve.model.qwen3 import head_dim
-from nanoserve.engine.model_runner import build_step_inputs
+from nanoserve.engine.selector import scratch_logits
 from nanoserve.sampling import SamplingParams
 
 _logger = logging.getLogger(__name__)
@@ -52,21 +49,7 @@ def dummy_step(runner) -> None:
     total = runner.config.max_num_batched_tokens
     seq_len = min(runner.config.max_model_len, total)
     num_seqs = max(1, min(runner.config.max_num_seqs, total // seq_len))
-    lens = [seq_len] * num_seqs
-    _, caches = allocate_kv_cache(runner.model_config.num_hidden_layers, 1, runner.block_size,
-                                  runner.model_config.num_key_value_heads // runner.tp_size,
-                                  head_dim(runner.model_config), runner.dtype, runner.device)
-    step = build_step_inputs([[0] * n for n in lens], [0] * num_seqs,
-                             [[0] * math.ceil(n / runner.block_size) for n in lens], [True] * num_seqs,
-                             runner.block_size)
-    step.slot_mapping.fill_(-1)  # read block 0 everywhere, write nowhere
-    rows = min(runner.config.max_num_seqs, step.num_tokens)
-    step.logits_indices = torch.arange(rows)
-    saved, runner.kv_caches = runner.kv_caches, caches
-    try:
-        logits = runner.forward(step)
-        runner.num_eager_steps -= 1  # a measurement, not a step
-        if logits is not None:
-            runner.sampler(logits, [SamplingParams(top_p=0.9)] * rows)
-    finally:
-        runner.kv_caches = saved
+    rows = min(runner.config.max_num_seqs, seq_len * num_seqs)
+    logits = scratch_logits(runner, [seq_len] * num_seqs, rows)  # appendix A2's scratch forward
+    if logits is not None:
+        runner.sampler(logits, [SamplingParams(top_p=0.9)] * rows)

@@ -9,6 +9,8 @@ import functools
 
 import torch
 
+from nanoserve.kernels.fused import launch
+
 SAMPLE_CHUNK = 8192  # vocabulary columns per program: one row still spreads over many programs
 SAMPLE_BLOCK = 1024  # columns a program reads per iteration
 
@@ -18,7 +20,7 @@ def _sample_kernel():
     import triton
     import triton.language as tl
 
-    @triton.jit
+    @triton.jit(do_not_specialize_on_alignment=["temperature_ptr", "greedy_ptr", "seed_ptr"])  # as rotary's pos_ptr
     def sample_kernel(logits_ptr, stride, temperature_ptr, greedy_ptr, seed_ptr, best_ptr, index_ptr, vocab,
                       chunks, CHUNK: tl.constexpr, BLOCK: tl.constexpr):
         row, chunk = tl.program_id(0).to(tl.int64), tl.program_id(1)  # 64-bit: rows x vocab may pass 2^31
@@ -54,6 +56,6 @@ def sample_rows(logits: torch.Tensor, temperature: torch.Tensor, greedy: torch.T
     seed = torch.randint(0, 2**62, (1,), device=logits.device, generator=generator)
     best = torch.empty(rows, chunks, dtype=torch.float32, device=logits.device)
     index = torch.empty(rows, chunks, dtype=torch.int32, device=logits.device)
-    _sample_kernel()[(rows, chunks)](logits, logits.stride(0), temperature, greedy, seed, best, index, vocab, chunks,
-                                     CHUNK=SAMPLE_CHUNK, BLOCK=SAMPLE_BLOCK)
+    launch(_sample_kernel(), (rows, chunks), logits, logits.stride(0), temperature, greedy, seed, best, index, vocab,
+           chunks, CHUNK=SAMPLE_CHUNK, BLOCK=SAMPLE_BLOCK)
     return index.gather(1, best.argmax(dim=1, keepdim=True)).squeeze(1).long()

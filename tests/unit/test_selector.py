@@ -83,3 +83,42 @@ def test_speculation_gets_its_core_and_refuses_tensor_parallelism():
 
 def test_async_core_schedules_with_its_scheduler_class():
     assert EngineCore.scheduler_class is Scheduler and AsyncEngineCore.scheduler_class is AsyncScheduler
+
+
+def test_launch_only_compiles_inside_compile_only():
+    from nanoserve.kernels.fused import compile_only, launch
+
+    class Kernel:
+        def __init__(self):
+            self.calls = []
+
+        def __getitem__(self, grid):
+            return lambda *args, **constexprs: self.calls.append(("launch", grid, args, constexprs))
+
+        def warmup(self, *args, grid, **constexprs):
+            self.calls.append(("compile", grid, args, constexprs))
+
+    kernel = Kernel()
+    launch(kernel, (3,), 1, 2, BLOCK=64)
+    with compile_only():
+        launch(kernel, (3,), 1, 2, BLOCK=64)
+    launch(kernel, (4,), 5, BLOCK=32)
+    assert kernel.calls == [("launch", (3,), (1, 2), {"BLOCK": 64}), ("compile", (3,), (1, 2), {"BLOCK": 64}),
+                            ("launch", (4,), (5,), {"BLOCK": 32})]
+
+
+def test_scratch_logits_leave_the_runner_as_they_found_it(tmp_path):
+    from nanoserve.engine.config import EngineConfig
+    from nanoserve.model.loader import load_config
+    from nanoserve.model.tiny import make_tiny_checkpoint
+
+    path = make_tiny_checkpoint(tmp_path, seed=1)
+    model_config = load_config(path)
+    config = EngineConfig(str(path), device="cpu", num_kv_blocks=8, block_size=4).resolve(model_config)
+    runner = selector.build_runner(config, model_config)
+    runner.init_kv_cache(8)
+    caches, eager = runner.kv_caches, runner.num_eager_steps
+    before = runner.kv_cache.clone()
+    logits = selector.scratch_logits(runner, [17, 3], 2)
+    assert logits.shape == (2, model_config.vocab_size) and torch.isfinite(logits).all()
+    assert runner.kv_caches is caches and runner.num_eager_steps == eager and torch.equal(runner.kv_cache, before)
