@@ -74,4 +74,20 @@ chapter 03's layout (say `fused_store = True`), and `FusedQwen3Attention.attend`
 backends that say so, passing k and v on to the backend's own `store` otherwise. One flag on the backend, read in
 one place, instead of a layout test in every kernel.""",
 
+    "10.6": """The one-token step splits `o` and `down`, so its norms are the partial-sum kind; a step of more than
+SPLIT_MAX_ROWS tokens uses the plain RMSNorm with its residual add, a second RMSNorm variant (the recorder shows
+rms_norm: 1 for (1,) and 2 for (1, 17)). Left out of the rehearsal, that variant would be compiled by the first step
+that needs it: the memory profile's scratch forward of 8,192 tokens, at start, alone on the main thread. Nothing
+would be wrong, only the start one compile (about 0.4 s on an H100) slower, and the GPU test that asserts nothing
+compiles after the rehearsal would fail.
+
+Without `do_not_specialize_on_alignment`, Triton keys the rotary variant on whether `pos_ptr` is a multiple of 16
+bytes. `pack_to_device` puts a step's positions right after its token ids, at 8 bytes times its token count: steps of
+1 or 17 tokens put them at an odd multiple of 8, steps of 2 or 16 at a multiple of 16, and the graphs' static
+buffers are aligned. So the rehearsal would compile the unaligned variant, and the graph capture after it the aligned
+one, alone on the main thread. A start without any rehearsal has the opposite hole: its profile and its graphs meet
+only the aligned variant, and the first eager step of odd length compiles the other in the middle of serving, once
+per machine. The kernel reads one position per program, so the alignment hint buys nothing; declaring the pointer
+unspecialised makes every step one variant.""",
+
 }
