@@ -1,0 +1,116 @@
+"""Qwen3-0.6B's projections at decode's row counts (64, 128, 256): cuBLAS against a Triton tile grid, and the floor.
+
+Run from the repository root: python scripts/gpu/decode_gemm_probe.py OUT_JSON
+The 2026-12-05 profile put a 256-lane step's GEMMs at about twice the time their weights take to stream. A guess at
+why: at 256 rows a 1,024-wide output is only a few dozen tiles of 128 x 128, too few programs to keep every SM
+streaming. This probe measures, per projection and row count, µs per call over 28 weight copies (more than L2
+holds) in one CUDA graph: cuBLAS (`F.linear`, as the engine calls it), then a plain Triton GEMM at several tile
+shapes (smaller tiles: more programs; a weight tile re-read by another row block comes from L2), and the floor
+(weight bytes at the card's measured copy rate). It prints the best tile against cuBLAS and what one decode step
+(28 layers plus the head) would gain with the best tile per shape.
+"""
+import sys
+
+import torch
+import torch.nn.functional as F
+import triton
+import triton.language as tl
+
+from probe_timing import graph_us, write_result  # this script's folder
+
+SHAPES = {"qkv": (4096, 1024), "o": (1024, 2048), "gate_up": (6144, 1024), "down": (1024, 3072),
+          "lm_head": (151936, 1024)}
+ROWS = (64, 128, 256)
+TILES = [(bm, bn, bk, warps, stages) for bm, bn, bk, warps, stages in
+         [(64, 64, 128, 4, 4), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4), (64, 32, 128, 4, 4),
+          (128, 128, 64, 8, 3), (32, 64, 128, 4, 4), (64, 64, 64, 4, 3), (128, 32, 128, 4, 3)]]
+COPIES = 28
+
+
+@triton.jit
+def _gemm_kernel(x_ptr, w_ptr, out_ptr, m, n, k,
+                 BLOCK_M: tl.constexpr, BLOCK_N: tl.constexpr, BLOCK_K: tl.constexpr):
+    """out[m, n] = x[m, k] @ w[n, k]ᵀ, one BLOCK_M x BLOCK_N tile per program, fp32 accumulation."""
+    pid_m, pid_n = tl.program_id(0), tl.program_id(1)
+    rows = pid_m * BLOCK_M + tl.arange(0, BLOCK_M)
+    cols = pid_n * BLOCK_N + tl.arange(0, BLOCK_N)
+    keys = tl.arange(0, BLOCK_K)
+    acc = tl.zeros((BLOCK_M, BLOCK_N), dtype=tl.float32)
+    for k0 in range(0, k, BLOCK_K):
+        a = tl.load(x_ptr + rows[:, None].to(tl.int64) * k + (k0 + keys)[None, :], mask=rows[:, None] < m, other=0.0)
+        b = tl.load(w_ptr + cols[None, :].to(tl.int64) * k + (k0 + keys)[:, None], mask=cols[None, :] < n, other=0.0)
+        acc = tl.dot(a, b, acc)
+    tl.store(out_ptr + rows[:, None].to(tl.int64) * n + cols[None, :], acc.to(out_ptr.dtype.element_ty),
+             mask=(rows[:, None] < m) & (cols[None, :] < n))
+
+
+def triton_linear(x, weight, tile, out=None):
+    """x @ weightᵀ with one tile shape (K must be a multiple of its BLOCK_K)."""
+    m, k = x.shape
+    n = weight.shape[0]
+    bm, bn, bk, warps, stages = tile
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
+    _gemm_kernel[(triton.cdiv(m, bm), triton.cdiv(n, bn))](x, weight, out, m, n, k, BLOCK_M=bm, BLOCK_N=bn,
+                                                            BLOCK_K=bk, num_warps=warps, num_stages=stages)
+    return out
+
+
+def copy_rate_tb_s() -> float:
+    """The card's device-to-device copy rate, TB/s (read + write of 1 GiB, counted once as bytes read)."""
+    src = torch.empty(1 << 29, dtype=torch.bfloat16, device="cuda")
+    dst = torch.empty_like(src)
+    us = graph_us([lambda: dst.copy_(src)], reps=10)
+    return 2 * src.numel() * src.element_size() / us / 1e6
+
+
+def shape_rows(name: str, n: int, k: int, rate: float) -> list:
+    """Per row count: cuBLAS µs, each tile's µs (None where it does not fit), the floor µs, max error vs cuBLAS."""
+    copies = 1 if name == "lm_head" else COPIES
+    weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(copies)]
+    out = []
+    for rows in ROWS:
+        x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
+        cublas = graph_us([lambda w=w: F.linear(x, w) for w in weights])
+        ref = F.linear(x, weights[0]).float()
+        tiles = {}
+        for tile in TILES:
+            if k % tile[2]:
+                continue
+            err = (triton_linear(x, weights[0], tile).float() - ref).abs().max().item()
+            tiles["x".join(map(str, tile))] = {"us": graph_us([lambda w=w: triton_linear(x, w, tile) for w in weights]),
+                                               "max_abs_err": err}
+        floor = n * k * 2 / rate / 1e6
+        best = min(tiles, key=lambda t: tiles[t]["us"])
+        out.append({"rows": rows, "cublas_us": cublas, "floor_us": floor, "tiles": tiles, "best_tile": best})
+        print(f"{name:8s} rows {rows:3d}: cuBLAS {cublas:7.2f} µs, best tile {best} {tiles[best]['us']:7.2f} µs "
+              f"(err {tiles[best]['max_abs_err']:.3g}), floor {floor:6.2f} µs", flush=True)
+        del x
+    return out
+
+
+def step_totals(results: dict) -> dict:
+    """Per row count, µs of one decode step's projections (28 layers of four, the head once): cuBLAS, best tiles,
+    floor."""
+    totals = {}
+    for i, rows in enumerate(ROWS):
+        def total(key):
+            return sum((1 if name == "lm_head" else 28) * (r[i][key] if key != "best" else r[i]["tiles"][r[i]["best_tile"]]["us"])
+                       for name, r in results.items())
+        totals[rows] = {"cublas_us": total("cublas_us"), "best_tile_us": total("best"), "floor_us": total("floor_us")}
+    return totals
+
+
+def main(path: str) -> None:
+    rate = copy_rate_tb_s()
+    print(f"{torch.cuda.get_device_name()}: copy {rate:.2f} TB/s", flush=True)
+    results = {name: shape_rows(name, n, k, rate) for name, (n, k) in SHAPES.items()}
+    totals = step_totals(results)
+    print("\nrows  step projections µs: cuBLAS  best tiles  floor")
+    for rows, t in totals.items():
+        print(f"{rows:4d}  {t['cublas_us']:29.1f} {t['best_tile_us']:11.1f} {t['floor_us']:6.1f}")
+    write_result(path, {"shapes": SHAPES, "rows": ROWS, "tiles": TILES, "copies": COPIES},
+                 copy_rate_tb_s=rate, projections=results, step_totals=totals)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
