@@ -111,8 +111,9 @@ def main(path: str, tiles_path: str | None = None) -> None:
                  engine=arms, greedy_tokens_equal_to_first_cublas=same)
     print("\narm      ms/step 64 lanes  256 lanes  random tok/s")
     for a in arms:
-        print(f"{a['arm']:8s} {statistics.median(a['decode_ms'][64]):16.3f} {statistics.median(a['decode_ms'][256]):10.3f}"
-              "  " + " · ".join(f"{t:,.0f}" for t in a["random_tok_s"]))
+        step_ms = {lanes: statistics.median(a["decode_ms"][lanes]) for lanes in (64, 256)}
+        tok_s = " · ".join(f"{t:,.0f}" for t in a["random_tok_s"])
+        print(f"{a['arm']:8s} {step_ms[64]:16.3f} {step_ms[256]:10.3f}  {tok_s}")
     print("greedy tokens equal to the first cuBLAS arm (of 64 x 32):", same)
 
 

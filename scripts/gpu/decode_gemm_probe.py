@@ -91,13 +91,12 @@ def shape_rows(name: str, n: int, k: int, rate: float) -> list:
 def step_totals(results: dict) -> dict:
     """Per row count, µs of one decode step's projections (28 layers of four, the head once): cuBLAS, best tiles,
     floor."""
-    totals = {}
-    for i, rows in enumerate(ROWS):
-        def total(key):
-            return sum((1 if name == "lm_head" else 28) * (r[i][key] if key != "best" else r[i]["tiles"][r[i]["best_tile"]]["us"])
-                       for name, r in results.items())
-        totals[rows] = {"cublas_us": total("cublas_us"), "best_tile_us": total("best"), "floor_us": total("floor_us")}
-    return totals
+    def us(row, key):
+        return row["tiles"][row["best_tile"]]["us"] if key == "best" else row[key]
+
+    return {rows: {out: sum((1 if name == "lm_head" else 28) * us(r[i], key) for name, r in results.items())
+                   for out, key in (("cublas_us", "cublas_us"), ("best_tile_us", "best"), ("floor_us", "floor_us"))}
+            for i, rows in enumerate(ROWS)}
 
 
 def main(path: str) -> None:
