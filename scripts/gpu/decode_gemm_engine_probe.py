@@ -19,7 +19,7 @@ import torch
 
 import nanoserve.model.layers as layers
 from decode_gemm_probe import SHAPES, triton_linear  # this script's folder
-from probe_timing import decode_ms, random_qwen3_0_6b, workload_tok_s, write_result
+from probe_timing import decode_ms, random_qwen3_0_6b, random_workload_tok_s, write_result
 
 MIN_ROWS, MAX_ROWS = 33, 256
 DEFAULT_TILE = (64, 64, 128, 4, 4)
@@ -64,9 +64,8 @@ def tiled_linears(tiles: dict):
 
 
 def engine_arm(model: str, name: str, context) -> dict:
-    """Build an engine inside `context`; decode steps at 64 and 256 lanes, the random workload, 8 greedy outputs."""
+    """Build an engine inside `context`; decode steps at 64 and 256 lanes, the random workload, 64 greedy outputs."""
     from nanobench.engines import make_engine
-    from nanobench.workloads import make_workload
     from nanoserve import SamplingParams
 
     with context:
@@ -76,12 +75,7 @@ def engine_arm(model: str, name: str, context) -> dict:
         g = torch.Generator().manual_seed(0)
         prompts = [{"prompt_token_ids": torch.randint(0, 10000, (592,), generator=g).tolist()} for _ in range(256)]
         steps = {lanes: decode_ms(llm, prompts[:lanes], 65, runs=3, temperature=0.6) for lanes in (64, 256)}
-        requests = make_workload("random")
-        workload_tok_s(engine, requests[:8], 0.6)  # warm-up
-        tok_s = []
-        for _ in range(2):
-            llm.reset_prefix_cache()
-            tok_s.append(workload_tok_s(engine, requests, 0.6))
+        tok_s = random_workload_tok_s(engine)
         greedy = [o.outputs[0].token_ids for o in
                   llm.generate(prompts[:64], SamplingParams(max_tokens=32, temperature=0.0), use_tqdm=False)]
         llm.shutdown()

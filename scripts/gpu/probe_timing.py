@@ -59,6 +59,20 @@ def workload_tok_s(engine, requests, temperature: float) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+def random_workload_tok_s(engine, runs: int = 2, temperature: float = 0.6) -> list:
+    """nanobench's `random` workload on a nanobench engine: a warm-up on 8 requests, then `runs` runs, each on an empty
+    prefix cache; output tok/s of each."""
+    from nanobench.workloads import make_workload
+
+    requests = make_workload("random")
+    workload_tok_s(engine, requests[:8], temperature)
+    out = []
+    for _ in range(runs):
+        engine.llm.reset_prefix_cache()
+        out.append(workload_tok_s(engine, requests, temperature))
+    return out
+
+
 PROMPT_LEN, OUT_LEN, RUNS = 128, 256, 5  # tpot_ms's defaults
 TPOT_CONFIG = {"model": "random weights, Qwen3-0.6B shapes", "dtype": "bfloat16", "prompt_len": PROMPT_LEN,
                "out_len": OUT_LEN, "runs": RUNS, "tpot": f"(t({OUT_LEN} tokens) - t(1 token)) / {OUT_LEN - 1}"}

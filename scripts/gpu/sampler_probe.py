@@ -20,7 +20,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from probe_timing import QWEN3_VOCAB, decode_ms, sampler_rows, workload_tok_s  # noqa: E402  (this script's folder)
+from probe_timing import QWEN3_VOCAB, decode_ms, random_workload_tok_s, sampler_rows  # noqa: E402  (this folder)
 
 
 def kernel_rows(sample_rows, graph_sample) -> list:
@@ -36,7 +36,6 @@ def engine_arm(model: str, name: str, sampler) -> dict:
     """Build an LLM whose head graphs sample with `sampler`; a decode step at 256 lanes and the random workload."""
     import nanoserve.kernels.sampling as sampling
     from nanobench.engines import make_engine
-    from nanobench.workloads import make_workload
 
     real = sampling.sample_rows
     sampling.sample_rows = sampler  # build_executor imports it from the module while it builds
@@ -50,12 +49,7 @@ def engine_arm(model: str, name: str, sampler) -> dict:
     g = torch.Generator().manual_seed(0)
     prompts = [{"prompt_token_ids": torch.randint(0, 10000, (592,), generator=g).tolist()} for _ in range(256)]
     steps = decode_ms(llm, prompts, 65, runs=3, temperature=0.6)
-    requests = make_workload("random")
-    workload_tok_s(engine, requests[:8], 0.6)  # warm-up
-    tok_s = []
-    for _ in range(2):
-        llm.reset_prefix_cache()
-        tok_s.append(workload_tok_s(engine, requests, 0.6))
+    tok_s = random_workload_tok_s(engine)
     llm.shutdown()
     del llm, engine
     gc.collect()
