@@ -56,7 +56,7 @@ def triton_linear(x, weight, tile, out=None):
 
 
 def copy_rate_tb_s() -> float:
-    """The card's device-to-device copy rate, TB/s (read + write of 1 GiB, counted once as bytes read)."""
+    """The card's device-to-device copy rate, TB/s (a 1 GiB copy: the bytes read and written, both counted)."""
     src = torch.empty(1 << 29, dtype=torch.bfloat16, device="cuda")
     dst = torch.empty_like(src)
     us = graph_us([lambda: dst.copy_(src)], reps=10)
