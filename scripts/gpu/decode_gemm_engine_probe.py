@@ -26,8 +26,7 @@ DEFAULT_TILE = (64, 64, 128, 4, 4)
 
 
 def best_tiles(path: str | None) -> dict:
-    """{(N, K): tile} where decode_gemm_probe.py's best tile at 256 rows beat cuBLAS; without its result, DEFAULT_TILE
-    for every shape."""
+    """{(N, K): tile} where the GEMM probe's best tile beat cuBLAS at 256 rows; DEFAULT_TILE for all without its file."""
     if not path or not os.path.exists(path):
         return {shape: DEFAULT_TILE for shape in SHAPES.values()}
     result = json.load(open(path))

@@ -64,7 +64,7 @@ def copy_rate_tb_s() -> float:
 
 
 def shape_rows(name: str, n: int, k: int, rate: float) -> list:
-    """Per row count: cuBLAS µs, each tile's µs (None where it does not fit), the floor µs, max error vs cuBLAS."""
+    """Per row count: cuBLAS µs, each fitting tile's µs and max error against cuBLAS, the floor µs, the best tile."""
     copies = 1 if name == "lm_head" else COPIES
     weights = [torch.randn(n, k, device="cuda", dtype=torch.bfloat16) * 0.02 for _ in range(copies)]
     out = []
@@ -89,8 +89,7 @@ def shape_rows(name: str, n: int, k: int, rate: float) -> list:
 
 
 def step_totals(results: dict) -> dict:
-    """Per row count, µs of one decode step's projections (28 layers of four, the head once): cuBLAS, best tiles,
-    floor."""
+    """Per row count, µs of one step's projections (28 layers of four, the head once): cuBLAS, best tiles, floor."""
     def us(row, key):
         return row["tiles"][row["best_tile"]]["us"] if key == "best" else row[key]
 
