@@ -26,7 +26,7 @@ DEFAULT_TILE = (64, 64, 128, 4, 4)
 
 
 def best_tiles(path: str | None) -> dict:
-    """{(N, K): tile} where the GEMM probe's best tile beat cuBLAS at 256 rows; DEFAULT_TILE for all without its file."""
+    """{(N, K): tile} where the GEMM probe's best tile beat cuBLAS at 256 rows; DEFAULT_TILE for all without it."""
     if not path or not os.path.exists(path):
         return {shape: DEFAULT_TILE for shape in SHAPES.values()}
     result = json.load(open(path))
