@@ -1,12 +1,13 @@
-"""The engine with decode_gemm_probe.py's Triton GEMM for the projections of steps of 33-256 rows, against cuBLAS.
+"""The engine with decode_gemm_probe.py's Triton GEMM for steps of 33-256 rows, against cuBLAS and cuBLASLt.
 
 Run from the repository root: python scripts/gpu/decode_gemm_engine_probe.py OUT_JSON [DECODE_GEMM_JSON]
 Every `Linear` of the model (qkv, o, gate_up, down; Qwen3's head is not one) runs decode_gemm_probe.py's tile GEMM
 when a step has more than 32 and at most 256 rows (smaller steps keep cuBLAS and chapter 10's split). Its tile is the
 one that was best at 256 rows in DECODE_GEMM_JSON (decode_gemm_probe.py's result), where that beat cuBLAS; without
-the file, 64 x 64 x 128 for every shape. Engines built in turn A B A B, each timing a decode step at 64 and 256 lanes
-(cached prompts of 592 tokens, T = 0.6) and nanobench's `random` workload (two runs after a warm-up); greedy tokens
-(64 prompts, 32 tokens) compared with the first cuBLAS arm.
+the file, 64 x 64 x 128 for every shape. A third arm prefers cuBLASLt to cuBLAS (torch's preferred BLAS library);
+ARMS picks the arms (default "cuBLAS tiled cuBLASLt"). Engines built in turn, each arm twice, each timing a decode
+step at 64 and 256 lanes (cached prompts of 592 tokens, T = 0.6) and nanobench's `random` workload (two runs after
+a warm-up); greedy tokens (64 prompts, 32 tokens) compared with the first arm.
 """
 import contextlib
 import gc
@@ -18,7 +19,7 @@ import sys
 import torch
 
 import nanoserve.model.layers as layers
-from decode_gemm_probe import SHAPES, triton_linear  # this script's folder
+from decode_gemm_probe import SHAPES, blas_library, triton_linear  # this script's folder
 from probe_timing import decode_ms, random_qwen3_0_6b, random_workload_tok_s, write_result
 
 MIN_ROWS, MAX_ROWS = 33, 256
@@ -91,23 +92,26 @@ def main(path: str, tiles_path: str | None = None) -> None:
     tiles = best_tiles(tiles_path)
     print("tiles:", {f"{n}x{k}": t for (n, k), t in tiles.items()}, flush=True)
     model = random_qwen3_0_6b()
-    arms = [engine_arm(model, name, ctx()) for name, ctx in
-            [("cuBLAS", contextlib.nullcontext), ("tiled", lambda: tiled_linears(tiles))] * 2]
+    contexts = {"cuBLAS": contextlib.nullcontext, "tiled": lambda: tiled_linears(tiles),
+                "cuBLASLt": lambda: blas_library("cublaslt")}
+    names = os.environ.get("ARMS", "cuBLAS tiled cuBLASLt").split()
+    arms = [engine_arm(model, name, contexts[name]()) for name in names * 2]
     base = arms[0]["greedy"]
-    same = {a["arm"]: sum(x == y for p, q in zip(a["greedy"], base) for x, y in zip(p, q)) for a in arms}
+    same = {f"{a['arm']} #{i // len(names) + 1}": sum(x == y for p, q in zip(a["greedy"], base) for x, y in zip(p, q))
+            for i, a in enumerate(arms)}
     for a in arms:
         del a["greedy"]
     write_result(path, {"rows": [MIN_ROWS, MAX_ROWS], "tiles": {f"{n}x{k}": t for (n, k), t in tiles.items()},
-                        "engine": "defaults, gpu_memory_utilization 0.8, A B A B",
+                        "arms": names, "engine": "defaults, gpu_memory_utilization 0.8, arms in turn, twice",
                         "decode_step": "cached prompts of 592 tokens: (t(65) - t(1)) / 64, 3 times, T = 0.6",
                         "random": "nanobench's random workload, 2 runs after a warm-up, T = 0.6"},
-                 engine=arms, greedy_tokens_equal_to_first_cublas=same)
+                 engine=arms, greedy_tokens_equal_to_first_arm=same)
     print("\narm      ms/step 64 lanes  256 lanes  random tok/s")
     for a in arms:
         step_ms = {lanes: statistics.median(a["decode_ms"][lanes]) for lanes in (64, 256)}
         tok_s = " · ".join(f"{t:,.0f}" for t in a["random_tok_s"])
         print(f"{a['arm']:8s} {step_ms[64]:16.3f} {step_ms[256]:10.3f}  {tok_s}")
-    print("greedy tokens equal to the first cuBLAS arm (of 64 x 32):", same)
+    print(f"greedy tokens equal to the first {names[0]} arm (of 64 x 32):", same)
 
 
 if __name__ == "__main__":

@@ -2,13 +2,15 @@
 
 Run from the repository root: python scripts/gpu/decode_gemm_probe.py OUT_JSON
 The 2026-12-05 profile put a 256-lane step's GEMMs at about twice the time their weights take to stream. A guess at
-why: at 256 rows a 1,024-wide output is only a few dozen tiles of 128 x 128, too few programs to keep every SM
-streaming. This probe measures, per projection and row count, µs per call over 28 weight copies (more than L2
-holds) in one CUDA graph: cuBLAS (`F.linear`, as the engine calls it), then a plain Triton GEMM at several tile
-shapes (smaller tiles: more programs; a weight tile re-read by another row block comes from L2), and the floor
-(weight bytes at the card's measured copy rate). It prints the best tile against cuBLAS and what one decode step
-(28 layers plus the head) would gain with the best tile per shape.
+why: at 256 rows a 1,024-wide output is only 16 tiles of 128 x 128, too few programs to keep every SM streaming.
+This probe measures, per projection and row count, µs per call over 28 weight copies (more than L2 holds) in one
+CUDA graph: cuBLAS (`F.linear`, as the engine calls it), the same with cuBLASLt preferred, the operands swapped
+(W xᵀ, so the library tiles N as its rows), a plain Triton GEMM at several tile shapes (smaller tiles: more
+programs; a weight tile re-read by another row block comes from L2), and the floor (weight bytes at the card's
+measured copy rate). It prints what one decode step's projections (28 layers plus the head) take each way, with
+the best tile per shape.
 """
+import contextlib
 import sys
 
 import torch
@@ -55,6 +57,17 @@ def triton_linear(x, weight, tile, out=None):
     return out
 
 
+@contextlib.contextmanager
+def blas_library(name: str):
+    """torch's preferred BLAS library set to `name` inside the block (read when a matmul is launched or captured)."""
+    old = torch.backends.cuda.preferred_blas_library()
+    torch.backends.cuda.preferred_blas_library(name)
+    try:
+        yield
+    finally:
+        torch.backends.cuda.preferred_blas_library(old)
+
+
 def copy_rate_tb_s() -> float:
     """The card's device-to-device copy rate, TB/s (a 1 GiB copy: the bytes read and written, both counted)."""
     src = torch.empty(1 << 29, dtype=torch.bfloat16, device="cuda")
@@ -71,6 +84,9 @@ def shape_rows(name: str, n: int, k: int, rate: float) -> list:
     for rows in ROWS:
         x = torch.randn(rows, k, device="cuda", dtype=torch.bfloat16)
         cublas = graph_us([lambda w=w: F.linear(x, w) for w in weights])
+        with blas_library("cublaslt"):
+            cublaslt = graph_us([lambda w=w: F.linear(x, w) for w in weights])
+        swapped = graph_us([lambda w=w: torch.mm(w, x.t()) for w in weights])  # Wxᵀ: the rows become N
         ref = F.linear(x, weights[0]).float()
         tiles = {}
         for tile in TILES:
@@ -81,20 +97,23 @@ def shape_rows(name: str, n: int, k: int, rate: float) -> list:
                                                "max_abs_err": err}
         floor = n * k * 2 / rate / 1e6
         best = min(tiles, key=lambda t: tiles[t]["us"])
-        out.append({"rows": rows, "cublas_us": cublas, "floor_us": floor, "tiles": tiles, "best_tile": best})
-        print(f"{name:8s} rows {rows:3d}: cuBLAS {cublas:7.2f} µs, best tile {best} {tiles[best]['us']:7.2f} µs "
-              f"(err {tiles[best]['max_abs_err']:.3g}), floor {floor:6.2f} µs", flush=True)
+        out.append({"rows": rows, "cublas_us": cublas, "cublaslt_us": cublaslt, "swapped_us": swapped,
+                    "floor_us": floor, "tiles": tiles, "best_tile": best})
+        print(f"{name:8s} rows {rows:3d}: cuBLAS {cublas:7.2f}, cuBLASLt {cublaslt:7.2f}, Wxᵀ {swapped:7.2f}, "
+              f"best tile {best} {tiles[best]['us']:7.2f} (err {tiles[best]['max_abs_err']:.3g}), "
+              f"floor {floor:6.2f} µs", flush=True)
         del x
     return out
 
 
 def step_totals(results: dict) -> dict:
-    """Per row count, µs of one step's projections (28 layers of four, the head once): cuBLAS, best tiles, floor."""
+    """Per row count, µs of one step's projections (28 layers of four, the head once), each way and at the floor."""
     def us(row, key):
         return row["tiles"][row["best_tile"]]["us"] if key == "best" else row[key]
 
-    return {rows: {out: sum((1 if name == "lm_head" else 28) * us(r[i], key) for name, r in results.items())
-                   for out, key in (("cublas_us", "cublas_us"), ("best_tile_us", "best"), ("floor_us", "floor_us"))}
+    keys = ("cublas_us", "cublaslt_us", "swapped_us", "best", "floor_us")
+    return {rows: {key: sum((1 if name == "lm_head" else 28) * us(r[i], key) for name, r in results.items())
+                   for key in keys}
             for i, rows in enumerate(ROWS)}
 
 
@@ -103,9 +122,10 @@ def main(path: str) -> None:
     print(f"{torch.cuda.get_device_name()}: copy {rate:.2f} TB/s", flush=True)
     results = {name: shape_rows(name, n, k, rate) for name, (n, k) in SHAPES.items()}
     totals = step_totals(results)
-    print("\nrows  step projections µs: cuBLAS  best tiles  floor")
+    print("\none step's projections, µs\nrows    cuBLAS  cuBLASLt      Wxᵀ  best tiles   floor")
     for rows, t in totals.items():
-        print(f"{rows:4d}  {t['cublas_us']:29.1f} {t['best_tile_us']:11.1f} {t['floor_us']:6.1f}")
+        print(f"{rows:4d} {t['cublas_us']:9.1f} {t['cublaslt_us']:9.1f} {t['swapped_us']:8.1f} {t['best']:11.1f} "
+              f"{t['floor_us']:7.1f}")
     write_result(path, {"shapes": SHAPES, "rows": ROWS, "tiles": TILES, "copies": COPIES},
                  copy_rate_tb_s=rate, projections=results, step_totals=totals)
 
