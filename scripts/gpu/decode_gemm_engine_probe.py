@@ -48,7 +48,7 @@ def tiled_linears(tiles: dict):
     def forward(self, x):
         tile = tiles.get((self.out_features, self.in_features))
         if (tile is None or not x.is_cuda or x.dtype != torch.bfloat16 or self.bias is not None or x.dim() != 2
-                or not MIN_ROWS <= x.shape[0] <= MAX_ROWS or self.in_features % tile[2]):
+                or not x.is_contiguous() or not MIN_ROWS <= x.shape[0] <= MAX_ROWS or self.in_features % tile[2]):
             return real(self, x)
         return triton_linear(x, self.weight, tile)
 
