@@ -20,19 +20,22 @@ import torch
 
 import nanoserve.model.layers as layers
 from decode_gemm_probe import SHAPES, blas_library, triton_linear  # this script's folder
-from probe_timing import decode_ms, random_qwen3_0_6b, random_workload_tok_s, write_result
+from probe_timing import (PROBE_ENGINE, decode_ms, decode_prompts, random_qwen3_0_6b, random_workload_tok_s,
+                          write_result)
 
 MIN_ROWS, MAX_ROWS = 33, 256
 DEFAULT_TILE = (64, 64, 128, 4, 4)
 
 
 def best_tiles(path: str | None) -> dict:
-    """{(N, K): tile} where the GEMM probe's best tile beat cuBLAS at 256 rows; DEFAULT_TILE for all without it."""
+    """{(N, K): tile} per Linear (not the head) whose best tile beat cuBLAS at 256 rows; DEFAULT_TILE with no file."""
     if not path or not os.path.exists(path):
-        return {shape: DEFAULT_TILE for shape in SHAPES.values()}
+        return {shape: DEFAULT_TILE for name, shape in SHAPES.items() if name != "lm_head"}
     result = json.load(open(path))
     out = {}
     for name, rows in result["projections"].items():
+        if name == "lm_head":
+            continue
         n, k = result["provenance"]["config"]["shapes"][name]
         row = next(r for r in rows if r["rows"] == MAX_ROWS)
         if row["tiles"][row["best_tile"]]["us"] < row["cublas_us"]:
@@ -69,11 +72,9 @@ def engine_arm(model: str, name: str, context) -> dict:
     from nanoserve import SamplingParams
 
     with context:
-        engine = make_engine("nanoserve", model, {"skip_tokenizer_init": True, "max_model_len": 4096,
-                                                   "gpu_memory_utilization": 0.8})
+        engine = make_engine("nanoserve", model, PROBE_ENGINE)
         llm = engine.llm
-        g = torch.Generator().manual_seed(0)
-        prompts = [{"prompt_token_ids": torch.randint(0, 10000, (592,), generator=g).tolist()} for _ in range(256)]
+        prompts = decode_prompts()
         steps = {lanes: decode_ms(llm, prompts[:lanes], 65, runs=3, temperature=0.6) for lanes in (64, 256)}
         tok_s = random_workload_tok_s(engine)
         greedy = [o.outputs[0].token_ids for o in

@@ -23,9 +23,8 @@ from probe_timing import graph_us, write_result  # this script's folder
 SHAPES = {"qkv": (4096, 1024), "o": (1024, 2048), "gate_up": (6144, 1024), "down": (1024, 3072),
           "lm_head": (151936, 1024)}
 ROWS = (64, 128, 256)
-TILES = [(bm, bn, bk, warps, stages) for bm, bn, bk, warps, stages in
-         [(64, 64, 128, 4, 4), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4), (64, 32, 128, 4, 4),
-          (128, 128, 64, 8, 3), (32, 64, 128, 4, 4), (64, 64, 64, 4, 3), (128, 32, 128, 4, 3)]]
+TILES = [(64, 64, 128, 4, 4), (64, 128, 64, 4, 4), (128, 64, 64, 4, 4), (64, 32, 128, 4, 4),  # (BLOCK_M, BLOCK_N,
+         (128, 128, 64, 8, 3), (32, 64, 128, 4, 4), (64, 64, 64, 4, 3), (128, 32, 128, 4, 3)]  # BLOCK_K, warps, stages)
 COPIES = 28
 
 
@@ -46,12 +45,12 @@ def _gemm_kernel(x_ptr, w_ptr, out_ptr, m, n, k,
              mask=(rows[:, None] < m) & (cols[None, :] < n))
 
 
-def triton_linear(x, weight, tile, out=None):
+def triton_linear(x, weight, tile):
     """x @ weightᵀ with one tile shape (K must be a multiple of its BLOCK_K)."""
     m, k = x.shape
     n = weight.shape[0]
     bm, bn, bk, warps, stages = tile
-    out = torch.empty(m, n, dtype=x.dtype, device=x.device) if out is None else out
+    out = torch.empty(m, n, dtype=x.dtype, device=x.device)
     _gemm_kernel[(triton.cdiv(m, bm), triton.cdiv(n, bn))](x, weight, out, m, n, k, BLOCK_M=bm, BLOCK_N=bn,
                                                             BLOCK_K=bk, num_warps=warps, num_stages=stages)
     return out

@@ -16,6 +16,8 @@ import tempfile
 import time
 from pathlib import Path
 
+from probe_timing import PROBE_ENGINE  # this script's folder
+
 
 class CollectorClock:
     """Wall time inside the cycle collector, per generation, from gc.callbacks."""
@@ -52,8 +54,7 @@ def main():
     from nanoserve.model.tiny import QWEN3_0_6B_CONFIG, make_checkpoint_from_config
 
     model = str(make_checkpoint_from_config(QWEN3_0_6B_CONFIG, Path(tempfile.mkdtemp()) / "q", with_tokenizer=False))
-    engine = make_engine("nanoserve", model, {"skip_tokenizer_init": True, "max_model_len": 4096,
-                                               "gpu_memory_utilization": 0.8})
+    engine = make_engine("nanoserve", model, PROBE_ENGINE)
     frozen_at_start = gc.get_freeze_count()
     clock = CollectorClock()
     work = {name: make_workload(name) for name in ("high-churn", "random")}

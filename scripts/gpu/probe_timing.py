@@ -59,6 +59,15 @@ def workload_tok_s(engine, requests, temperature: float) -> float:
     return tokens / (time.perf_counter() - start)
 
 
+PROBE_ENGINE = {"skip_tokenizer_init": True, "max_model_len": 4096, "gpu_memory_utilization": 0.8}
+
+
+def decode_prompts(count: int = 256, length: int = 592) -> list:
+    """`count` prompts of `length` random token ids (seed 0): the cached prompts of a probe's decode steps."""
+    g = torch.Generator().manual_seed(0)
+    return [{"prompt_token_ids": torch.randint(0, 10000, (length,), generator=g).tolist()} for _ in range(count)]
+
+
 def random_workload_tok_s(engine, runs: int = 2, temperature: float = 0.6) -> list:
     """nanobench's `random` workload on a nanobench engine: a warm-up on 8 requests, then `runs` runs, each on an empty
     prefix cache; output tok/s of each."""
@@ -68,7 +77,7 @@ def random_workload_tok_s(engine, runs: int = 2, temperature: float = 0.6) -> li
     workload_tok_s(engine, requests[:8], temperature)
     out = []
     for _ in range(runs):
-        engine.llm.reset_prefix_cache()
+        engine.reset_prefix_cache()
         out.append(workload_tok_s(engine, requests, temperature))
     return out
 

@@ -20,7 +20,8 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).parent))
-from probe_timing import QWEN3_VOCAB, decode_ms, random_workload_tok_s, sampler_rows  # noqa: E402  (this folder)
+from probe_timing import (PROBE_ENGINE, QWEN3_VOCAB, decode_ms, decode_prompts,  # noqa: E402  (this folder)
+                          random_workload_tok_s, sampler_rows)
 
 
 def kernel_rows(sample_rows, graph_sample) -> list:
@@ -40,15 +41,12 @@ def engine_arm(model: str, name: str, sampler) -> dict:
     real = sampling.sample_rows
     sampling.sample_rows = sampler  # build_executor imports it from the module while it builds
     try:
-        engine = make_engine("nanoserve", model, {"skip_tokenizer_init": True, "max_model_len": 4096,
-                                                   "gpu_memory_utilization": 0.8})
+        engine = make_engine("nanoserve", model, PROBE_ENGINE)
     finally:
         sampling.sample_rows = real
     llm = engine.llm
     assert llm.engine.executor.head_sampler is sampler
-    g = torch.Generator().manual_seed(0)
-    prompts = [{"prompt_token_ids": torch.randint(0, 10000, (592,), generator=g).tolist()} for _ in range(256)]
-    steps = decode_ms(llm, prompts, 65, runs=3, temperature=0.6)
+    steps = decode_ms(llm, decode_prompts(), 65, runs=3, temperature=0.6)
     tok_s = random_workload_tok_s(engine)
     llm.shutdown()
     del llm, engine
