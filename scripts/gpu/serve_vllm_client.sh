@@ -25,9 +25,16 @@
 # takes that share), and runs the client at RATES against each in turn, ROUNDS times (default 5): interleaved
 # runs of both servers in one call, with no restarts between them.
 #
-# Writes into $OUT: vllm_client/<engine>-rate<R>.json (vLLM's result files), nanobench-nanoserve-rate<R>.json,
-# summary.md (the table printed last), percentile_check.json, provenance.json, run.log, nanoserve_server.log,
-# vllm_server.log.
+# ENGINES=workers starts two nanoserve servers side by side instead: the engine on a thread of the server's process
+# (labelled `thread`, port NANO_PORT) and in a process of its own (`--engine-process`, labelled `process`,
+# port VLLM_PORT); vLLM's client alternates between them ROUNDS times. NANOBENCH_RATE does not apply there.
+# DEADLINE_S (default 560): a round that would end past it, judged by the round before, is not started, so the table
+# and provenance are written inside a call's limit.
+#
+# Writes into $OUT (a GPU call brings back at most 8 files): vllm_client.tgz (vllm_client/<engine>-rate<R>.json,
+# vLLM's result files, re-packed after every run), nanobench-nanoserve-rate<R>.json, summary.md (the table printed
+# last), percentile_check.json, provenance.json, run.log, nanoserve_server.log, and vllm_server.log or
+# process_server.log.
 # Budget: about 7 minutes (vLLM's server takes ~100 s to answer; each client run starts in ~15 s), plus, with
 # flash-attn-4 stashed, a first nanoserve start and its background compile (up to 300 s on empty caches: on a fresh
 # machine, ENGINES=nanoserve and ENGINES=vllm in two calls fit the 10-minute limit). Every step has a
@@ -58,7 +65,9 @@ NANOSERVE_ARGS=${NANOSERVE_ARGS:-}
 NANOSERVE_TREE=${NANOSERVE_TREE:-}  # a folder whose nanoserve package the server runs instead of this checkout's
 VLLM_ARGS=${VLLM_ARGS:-}
 
-mkdir -p "$OUT/vllm_client"
+DEADLINE_S=${DEADLINE_S:-560}
+RUNS=$(mktemp -d /tmp/vllm_client_runs.XXXXXX)  # vLLM's result files; packed into $OUT/vllm_client.tgz after each run
+mkdir -p "$OUT" "$RUNS/vllm_client"
 export MODEL CONFIG RATES NUM_PROMPTS INPUT_LEN OUTPUT_LEN NANOBENCH_RATE MAX_MODEL_LEN GPU_UTIL ENGINES \
   NANOSERVE_ARGS VLLM_ARGS NANOSERVE_TREE
 LOG="$OUT/run.log"
@@ -72,14 +81,15 @@ vllm_client() {  # LABEL PORT: vLLM's own client at every rate, one result JSON 
   for rate in $RATES; do
     say "$1: vllm bench serve, rate $rate, $NUM_PROMPTS prompts of $INPUT_LEN tokens -> $OUTPUT_LEN tokens"
     name="$1-rate$rate"; k=1
-    while [ -e "$OUT/vllm_client/$name.json" ]; do k=$((k + 1)); name="$1-rate$rate-run$k"; done
+    while [ -e "$RUNS/vllm_client/$name.json" ]; do k=$((k + 1)); name="$1-rate$rate-run$k"; done
     NO_PROXY='*' no_proxy='*' PYTHONPATH="$VLLM_SITE:$PYTHONPATH" timeout -k 5 "$BENCH_TIMEOUT" \
       python3 -m vllm.entrypoints.cli.main bench serve --backend vllm --base-url "http://127.0.0.1:$2" \
       --model "$MODEL" --served-model-name "$NAME" --dataset-name random --random-input-len "$INPUT_LEN" \
       --random-output-len "$OUTPUT_LEN" --num-prompts "$NUM_PROMPTS" --request-rate "$rate" --seed 0 \
       --ignore-eos --temperature 0 --percentile-metrics ttft,tpot,itl,e2el --metric-percentiles 50,90,99 \
-      --save-result --save-detailed --result-dir "$OUT/vllm_client" --result-filename "$name.json" \
+      --save-result --save-detailed --result-dir "$RUNS/vllm_client" --result-filename "$name.json" \
       >>"$LOG" 2>&1 || say "$1 at rate $rate: vllm bench serve exit $? (see $LOG)"
+    tar czf "$OUT/vllm_client.tgz" -C "$RUNS" vllm_client
   done
 }
 
@@ -145,11 +155,11 @@ attention_picked() {  # what 'auto' picks for this model now (flash4 only once i
 from nanoserve.engine.selector import attention_backends as a; print(next(iter(a(load_config(sys.argv[1])))))" "$MODEL" \
     2>>"$LOG" || echo unknown
 }
-start_nanoserve() {  # LOGFILE
+start_nanoserve() {  # LOGFILE [PORT [EXTRA_ARG]]
   # shellcheck disable=SC2086
   PYTHONPATH="$FLASH_SITE:$SHIM:${NANOSERVE_TREE:+$NANOSERVE_TREE:}$PYTHONPATH" setsid python3 -m nanoserve.serve serve \
-    "$MODEL" --host 127.0.0.1 --port "$NANO_PORT" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
-    --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS >"$1" 2>&1 &
+    "$MODEL" --host 127.0.0.1 --port "${2:-$NANO_PORT}" --served-model-name "$NAME" --max-model-len "$MAX_MODEL_LEN" \
+    --gpu-memory-utilization "$GPU_UTIL" --log-level warning $NANOSERVE_ARGS ${3:-} >"$1" 2>&1 &
   SERVER_PID=$!
 }
 start_vllm() {
@@ -160,7 +170,16 @@ start_vllm() {
     --max-model-len "$MAX_MODEL_LEN" --gpu-memory-utilization "$GPU_UTIL" $VLLM_ARGS >"$OUT/vllm_server.log" 2>&1 &
   SERVER_PID=$!
 }
-OTHER_PID=""  # the second server while ENGINES=both runs two at once
+OTHER_PID=""  # the second server while ENGINES=both or workers runs two at once
+alternate() {  # LABEL PORT LABEL PORT: vLLM's client against two servers in turn, ROUNDS times, inside DEADLINE_S
+  local round t0 last=0
+  for round in $(seq "${ROUNDS:-5}"); do
+    if (( round > 1 && SECONDS + last > DEADLINE_S )); then
+      say "round $round not started: it would end past DEADLINE_S=$DEADLINE_S"; break
+    fi
+    t0=$SECONDS; say "round $round"; vllm_client "$1" "$2"; vllm_client "$3" "$4"; last=$((SECONDS - t0))
+  done
+}
 trap 'stop_server; SERVER_PID=$OTHER_PID; stop_server' EXIT
 for ENGINE in $ENGINES; do
   case $ENGINE in
@@ -196,9 +215,21 @@ for ENGINE in $ENGINES; do
         OTHER_PID=$SERVER_PID; SERVER_PID=""
         start_vllm
         if wait_healthy "$VLLM_PORT" "$VLLM_START_TIMEOUT" "$OUT/vllm_server.log"; then
-          for round in $(seq "${ROUNDS:-5}"); do
-            say "round $round"; vllm_client nanoserve "$NANO_PORT"; vllm_client vllm "$VLLM_PORT"
-          done
+          alternate nanoserve "$NANO_PORT" vllm "$VLLM_PORT"
+        fi
+        stop_server; SERVER_PID=$OTHER_PID; OTHER_PID=""
+      fi
+      ;;
+    workers)  # two nanoserve servers at once: the engine on a thread, and in a process of its own
+      SERVED_ATTENTION=$(attention_picked); export SERVED_ATTENTION
+      say "nanoserve serve, engine thread: start (port $NANO_PORT), attention: $SERVED_ATTENTION"
+      start_nanoserve "$OUT/nanoserve_server.log"
+      if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
+        OTHER_PID=$SERVER_PID; SERVER_PID=""
+        say "nanoserve serve, engine process: start (port $VLLM_PORT)"
+        start_nanoserve "$OUT/process_server.log" "$VLLM_PORT" --engine-process
+        if wait_healthy "$VLLM_PORT" "$NANO_START_TIMEOUT" "$OUT/process_server.log"; then
+          alternate thread "$NANO_PORT" process "$VLLM_PORT"
         fi
         stop_server; SERVER_PID=$OTHER_PID; OTHER_PID=""
       fi
@@ -209,14 +240,14 @@ for ENGINE in $ENGINES; do
   say "$ENGINE: stopped"
 done
 
-n=$(ls "$OUT"/vllm_client/*.json 2>/dev/null | wc -l)
+n=$(ls "$RUNS"/vllm_client/*.json 2>/dev/null | wc -l)
 if [ "$n" -eq 0 ]; then say "no results were written; the last lines of the log:"; tail -40 "$LOG"; exit 1; fi
 # the table from vLLM's own result files; then nanobench's statistics over vLLM's saved per-request latencies
-PYTHONPATH="$SHIM:$PYTHONPATH" python3 - "$OUT" "$NANOBENCH_RATE" <<'PY' | tee "$OUT/summary.md"
+PYTHONPATH="$SHIM:$PYTHONPATH" python3 - "$OUT" "$NANOBENCH_RATE" "$RUNS" <<'PY' | tee "$OUT/summary.md"
 import json, pathlib, sys
-out, nb_rate = pathlib.Path(sys.argv[1]), sys.argv[2]
+out, nb_rate, runs_dir = pathlib.Path(sys.argv[1]), sys.argv[2], pathlib.Path(sys.argv[3])
 from nanobench.serve import percentiles
-runs = {f.stem: json.loads(f.read_text()) for f in sorted((out / "vllm_client").glob("*.json"))}
+runs = {f.stem: json.loads(f.read_text()) for f in sorted((runs_dir / "vllm_client").glob("*.json"))}
 head = ["server", "rate", "done", "req/s", "out tok/s", "TTFT mean", "TTFT median", "TTFT p99", "TPOT mean",
         "TPOT median", "TPOT p99"]
 print("vllm bench serve (vLLM's client) against each server; times in ms\n")
@@ -257,10 +288,11 @@ import json, os, pathlib, sys
 from nanobench.provenance import collect_provenance, environment, utc_now
 out = pathlib.Path(sys.argv[1])
 keys = ("SERVED_ATTENTION", "FLASH_SITE", "NANOSERVE_TREE", "MODEL", "CONFIG", "RATES", "NUM_PROMPTS", "INPUT_LEN", "OUTPUT_LEN",
-        "NANOBENCH_RATE", "MAX_MODEL_LEN", "GPU_UTIL", "ENGINES", "ROUNDS", "NANOSERVE_ARGS", "VLLM_ARGS")
+        "NANOBENCH_RATE", "MAX_MODEL_LEN", "GPU_UTIL", "ENGINES", "ROUNDS", "NANOSERVE_ARGS", "VLLM_ARGS", "DEADLINE_S")
 (out / "provenance.json").write_text(json.dumps({
     "what": "nanoserve serve and vllm serve on one random-weight Qwen3-0.6B as ENGINES says (one after the other, or "
-            "'both' side by side with the client alternating ROUNDS times), each driven by vllm bench serve; "
+            "'both' side by side with the client alternating ROUNDS times; 'workers': nanoserve's thread and process "
+            "workers side by side), each driven by vllm bench serve; "
             "nanobench's client once against nanoserve unless NANOBENCH_RATE is empty",
     "command": "bash scripts/gpu/serve_vllm_client.sh", "finished": utc_now(), "machine": collect_provenance(),
     "config": {k: os.environ.get(k) for k in keys}, "environment": environment(),
