@@ -93,8 +93,10 @@ class FrontendArgs(ServerLimits):
     allowed_origins: list | None = field(None, Rule("any", optional=True, parse=_names, help="CORS: origins allowed "
                                                     "to call the API from a browser (None: a page elsewhere cannot "
                                                     "read the answers)"))
-    engine_process: bool = field(False, Rule("bool", help="run the engine in a process of its own, as vLLM does "
-                                             "(chapter 16 section 6); off: on a thread of the server's process"))
+    engine_process: bool | None = field(None, Rule("bool", optional=True, help="the engine in a process of its "
+                                                   "own, as vLLM runs it (chapter 16 section 6), or on a thread of "
+                                                   "the server's process (--no-engine-process); None: a process "
+                                                   "when it runs on a GPU, a thread on the CPU"))
 
     def __post_init__(self):
         super().__post_init__()  # every field's rule
@@ -204,6 +206,7 @@ def main(argv=None, serve_by_default: bool = False) -> int:
     if busy:
         return fail(f"cannot listen on {args.host}:{args.port} ({busy}): pass --port with a free port "
                     "(another server may hold this one) or a --host of this machine")
+    from nanoserve.engine.config import resolved_device
     from nanoserve.engine.engine import LLMEngine
     from nanoserve.entrypoints.async_engine import AsyncEngine
     from nanoserve.entrypoints.launch import graceful_server
@@ -218,10 +221,14 @@ def main(argv=None, serve_by_default: bool = False) -> int:
         except OSError as err:
             return fail(f"--chat-template {template}: {err.strerror or err}")
     try:
-        if settings.engine_process:
+        config = engine_flags.create_engine_config()
+        in_process = settings.engine_process
+        if in_process is None:  # measured in chapter 16 section 6: the child wins on a GPU host, not on a laptop CPU
+            in_process = resolved_device(config.device).type == "cuda"
+        if in_process:
             from nanoserve.entrypoints.engine_process import EngineProcess
 
-            engine = AsyncEngine(EngineProcess(engine_flags.create_engine_config()))
+            engine = AsyncEngine(EngineProcess(config))
         else:
             engine = AsyncEngine(LLMEngine.from_engine_args(engine_flags))
     except ValueError as err:  # no such model, a config it cannot serve, flags that do not fit: the door's line
@@ -240,8 +247,9 @@ def main(argv=None, serve_by_default: bool = False) -> int:
             app.add_middleware(CORSMiddleware, allow_origins=args.allowed_origins, allow_methods=["GET", "POST"],
                                allow_headers=["authorization", "content-type"])
         scheme = "https" if args.ssl_certfile else "http"
+        worker = "in a process of its own" if in_process else "on a thread of this process"
         print(f"nanoserve: serving {settings.served_model_name[0]!r} on {scheme}://{args.host}:{args.port}"
-              f"{args.root_path}/v1", flush=True)
+              f"{args.root_path}/v1 (the engine {worker})", flush=True)
         # SIGTERM / SIGINT: stop accepting, end open requests (503 / a last event and [DONE]), then return here
         graceful_server(app, host=args.host, port=args.port, log_level=args.uvicorn_log_level or args.log_level,
                         root_path=args.root_path, ssl_keyfile=args.ssl_keyfile,

@@ -45,6 +45,8 @@ def test_signal_ends_open_requests_cleanly_and_exits_0(start_server, sig, flags)
     assert events[-1] == "[DONE]"
     assert json.loads(events[-2])["error"]["code"] == 503  # the last event says why the stream ended
     log = srv.log()
+    worker = "in a process of its own" if flags else "on a thread of this process"  # unasked on a CPU: the thread
+    assert f"(the engine {worker})" in log, log[-3000:]
     assert "Traceback" not in log and "Event loop is closed" not in log, log[-3000:]
     assert "nanoserve: stopped" in log  # main's finally ran: engine.shutdown() and the template processes
     with pytest.raises(httpx.TransportError):
