@@ -53,10 +53,12 @@ def test_signal_ends_open_requests_cleanly_and_exits_0(start_server, sig, flags)
         httpx.get(srv.url + "/health", timeout=2, trust_env=False)
 
 
-def test_tensor_parallel_server_leaves_nothing_behind(start_server):
-    """TP=2 on CPU (gloo): SIGTERM stops every worker; no leaked semaphore or shared-memory segment is reported."""
+@pytest.mark.parametrize("flags", [(), ("--engine-process",)], ids=["engine-thread", "engine-process"])
+def test_tensor_parallel_server_leaves_nothing_behind(start_server, flags):
+    """TP=2 on CPU (gloo), the engine on a thread or in its own process (a GPU's default): SIGTERM stops every worker;
+    no leaked semaphore or shared-memory segment is reported."""
     psutil = pytest.importorskip("psutil")
-    srv = start_server("--tensor-parallel-size", "2")
+    srv = start_server("--tensor-parallel-size", "2", *flags)
     r = httpx.post(srv.url + "/v1/completions", json={"model": MODEL_NAME, "prompt": "Hi", "max_tokens": 3,
                                                       "ignore_eos": True}, timeout=120, trust_env=False)
     assert r.status_code == 200 and r.json()["usage"]["completion_tokens"] == 3
