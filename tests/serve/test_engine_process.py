@@ -12,6 +12,7 @@ from nanoserve import SamplingParams
 from nanoserve.engine.config import EngineConfig
 from nanoserve.entrypoints.async_engine import AsyncEngine, RequestAborted
 from nanoserve.entrypoints.engine_process import EngineProcess
+from nanoserve.structured import StructuredOutputsParams
 
 ARGS = dict(device="cpu", max_model_len=512, num_kv_blocks=128, max_num_seqs=4)
 GREEDY = SamplingParams(max_tokens=12, temperature=0, ignore_eos=True)
@@ -59,6 +60,45 @@ def test_same_outputs_as_the_worker_thread_with_more_requests_than_slots(engines
         assert x.outputs[0].token_ids == y.outputs[0].token_ids and len(x.outputs[0].token_ids) == 12
         assert x.outputs[0].text == y.outputs[0].text and x.outputs[0].finish_reason == y.outputs[0].finish_reason
         assert x.prompt_token_ids == y.prompt_token_ids and x.prompt == y.prompt
+
+
+FEATURES = {  # every sampling feature's state crosses the pipe with its request (the GPU's default worker)
+    "seeded n=2, top-k/p, min-p": dict(n=2, temperature=0.9, top_k=20, top_p=0.9, min_p=0.05, seed=7),
+    "logprobs and prompt logprobs": dict(temperature=0, logprobs=3, prompt_logprobs=2),
+    "penalties, min tokens, stop ids": dict(temperature=0, repetition_penalty=1.3, presence_penalty=0.5,
+                                            frequency_penalty=0.5, min_tokens=4, stop_token_ids=[5]),
+    "logit bias, allowed ids": dict(temperature=0, logit_bias={7: 5.0}, allowed_token_ids=list(range(3, 400))),
+    "bad words, stop strings": dict(temperature=0, bad_words=["the"], stop=["\n\n"], include_stop_str_in_output=True),
+    "a JSON schema": dict(temperature=0, structured_outputs=StructuredOutputsParams(
+        json={"type": "object", "properties": {"a": {"type": "integer"}}, "required": ["a"]})),
+    "a choice": dict(temperature=0, structured_outputs=StructuredOutputsParams(choice=["yes", "no"])),
+}
+
+
+@pytest.mark.parametrize("name", FEATURES)
+def test_every_sampling_feature_gives_the_worker_threads_outputs(engines, name):
+    process, thread = engines
+    params = SamplingParams(max_tokens=10, **FEATURES[name])
+    a, b = finals(process, PROMPTS[:3], params, f"p-{name}"), finals(thread, PROMPTS[:3], params, f"t-{name}")
+    for x, y in zip(a, b):
+        assert len(x.outputs) == params.n and x.outputs[0].token_ids  # the features took effect, and both agree
+        assert (x.outputs[0].logprobs is not None) == (params.logprobs is not None)
+        assert name != "a choice" or x.outputs[0].text in ("yes", "no")
+        assert [(o.token_ids, o.text, o.finish_reason) for o in x.outputs] == \
+            [(o.token_ids, o.text, o.finish_reason) for o in y.outputs]
+        for mine, theirs in ((x.prompt_logprobs, y.prompt_logprobs), *((o.logprobs, p.logprobs)
+                                                                       for o, p in zip(x.outputs, y.outputs))):
+            assert close_logprobs(mine, theirs)
+
+
+def close_logprobs(mine, theirs) -> bool:
+    """The same tokens, ranks and text at each position, logprobs equal to float32 noise (steps batch differently)."""
+    if mine is None or theirs is None:
+        return mine is theirs
+    return len(mine) == len(theirs) and all(
+        (a is None) == (b is None) and (a is None or (a.keys() == b.keys() and all(
+            a[t].rank == b[t].rank and a[t].decoded_token == b[t].decoded_token
+            and abs(a[t].logprob - b[t].logprob) < 1e-4 for t in a))) for a, b in zip(mine, theirs))
 
 
 def test_every_delta_carries_its_prompt_and_the_deltas_add_up(engines):
