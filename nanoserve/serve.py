@@ -230,7 +230,7 @@ def main(argv=None, serve_by_default: bool = False) -> int:
 
             engine = AsyncEngine(EngineProcess(config))
         else:
-            engine = AsyncEngine(LLMEngine.from_engine_args(engine_flags))
+            engine = AsyncEngine(LLMEngine(config))
     except ValueError as err:  # no such model, a config it cannot serve, flags that do not fit: the door's line
         return fail(str(err))
     except OSError as err:  # a checkpoint file that cannot be read
