@@ -17,6 +17,8 @@ PY
 for interval in default 0.0005; do
   if [ "$interval" = default ]; then unset SWITCH_INTERVAL_S; else export SWITCH_INTERVAL_S=$interval; fi
   echo "== switch interval: $interval"
+  # the engine on a thread, the question's subject (a GPU's default worker is now a process of its own)
   OUT="$OUT/$interval" ENGINES=nanoserve RATES=${RATES:-"32 inf"} PYTHONPATH="$HOOK" \
+    NANOSERVE_ARGS=--no-engine-process \
     bash scripts/gpu/serve_bench.sh 2>&1 | tail -4
 done

@@ -26,8 +26,9 @@
 # runs of both servers in one call, with no restarts between them.
 #
 # ENGINES=workers starts two nanoserve servers side by side instead: the engine on a thread of the server's process
-# (labelled `thread`, port NANO_PORT) and in a process of its own (`--engine-process`, labelled `process`,
-# port VLLM_PORT); vLLM's client alternates between them ROUNDS times. NANOBENCH_RATE does not apply there.
+# (`--no-engine-process`, labelled `thread`, port NANO_PORT) and in a process of its own (`--engine-process`,
+# labelled `process`, port VLLM_PORT); vLLM's client alternates between them ROUNDS times. NANOBENCH_RATE does not
+# apply there.
 # DEADLINE_S (default 560): a round that would end past it, judged by the round before, is not started, so the table
 # and provenance are written inside a call's limit.
 #
@@ -180,6 +181,19 @@ alternate() {  # LABEL PORT LABEL PORT: vLLM's client against two servers in tur
     t0=$SECONDS; say "round $round"; vllm_client "$1" "$2"; vllm_client "$3" "$4"; last=$((SECONDS - t0))
   done
 }
+side_by_side() {  # LABEL FLAG SECOND_LABEL SECOND_TIMEOUT SECOND_LOG START_SECOND...: nanoserve serve on NANO_PORT
+  # (with FLAG, if not empty), then the second server on VLLM_PORT beside it (START_SECOND... starts it), vLLM's
+  # client alternating between the two
+  local first=$1 flag=$2 second=$3 timeout=$4 log=$5; shift 5
+  SERVED_ATTENTION=$(attention_picked); export SERVED_ATTENTION
+  say "nanoserve serve ($first): start (port $NANO_PORT), attention: $SERVED_ATTENTION; then $second beside it"
+  start_nanoserve "$OUT/nanoserve_server.log" "$NANO_PORT" "$flag"
+  wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log" || return
+  OTHER_PID=$SERVER_PID; SERVER_PID=""
+  "$@"
+  wait_healthy "$VLLM_PORT" "$timeout" "$log" && alternate "$first" "$NANO_PORT" "$second" "$VLLM_PORT"
+  stop_server; SERVER_PID=$OTHER_PID; OTHER_PID=""
+}
 trap 'stop_server; SERVER_PID=$OTHER_PID; stop_server' EXIT
 for ENGINE in $ENGINES; do
   case $ENGINE in
@@ -208,31 +222,12 @@ for ENGINE in $ENGINES; do
     both)  # both servers up at once (GPU_UTIL each: about 0.4), the client alternating between them ROUNDS times
       # nanoserve first, as in the recorded 2026-12-06 rounds (before that day's A5 change nanoserve charged other
       # processes' memory to its share and would have found no room beside vLLM; now either order works)
-      SERVED_ATTENTION=$(attention_picked); export SERVED_ATTENTION
-      say "nanoserve serve: start (port $NANO_PORT), attention: $SERVED_ATTENTION; then vllm serve beside it"
-      start_nanoserve "$OUT/nanoserve_server.log"
-      if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
-        OTHER_PID=$SERVER_PID; SERVER_PID=""
-        start_vllm
-        if wait_healthy "$VLLM_PORT" "$VLLM_START_TIMEOUT" "$OUT/vllm_server.log"; then
-          alternate nanoserve "$NANO_PORT" vllm "$VLLM_PORT"
-        fi
-        stop_server; SERVER_PID=$OTHER_PID; OTHER_PID=""
-      fi
+      side_by_side nanoserve "" vllm "$VLLM_START_TIMEOUT" "$OUT/vllm_server.log" start_vllm
       ;;
-    workers)  # two nanoserve servers at once: the engine on a thread, and in a process of its own
-      SERVED_ATTENTION=$(attention_picked); export SERVED_ATTENTION
-      say "nanoserve serve, engine thread: start (port $NANO_PORT), attention: $SERVED_ATTENTION"
-      start_nanoserve "$OUT/nanoserve_server.log"
-      if wait_healthy "$NANO_PORT" "$NANO_START_TIMEOUT" "$OUT/nanoserve_server.log"; then
-        OTHER_PID=$SERVER_PID; SERVER_PID=""
-        say "nanoserve serve, engine process: start (port $VLLM_PORT)"
+    workers)  # two nanoserve servers at once: the engine on a thread (asked for: a GPU's default is the process),
+      # and in a process of its own
+      side_by_side thread --no-engine-process process "$NANO_START_TIMEOUT" "$OUT/process_server.log" \
         start_nanoserve "$OUT/process_server.log" "$VLLM_PORT" --engine-process
-        if wait_healthy "$VLLM_PORT" "$NANO_START_TIMEOUT" "$OUT/process_server.log"; then
-          alternate thread "$NANO_PORT" process "$VLLM_PORT"
-        fi
-        stop_server; SERVER_PID=$OTHER_PID; OTHER_PID=""
-      fi
       ;;
     *) say "unknown engine $ENGINE: skipped"; continue ;;
   esac
