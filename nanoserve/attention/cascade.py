@@ -108,7 +108,7 @@ def _merge_kernel():
         row = tl.program_id(0)
         h = tl.arange(0, HEADS)
         live = h < heads
-        member = tl.load(members + row) != 0
+        member = tl.load(members + row + h * 0) != 0  # the row's flag, once per head (a tile, as the masks want)
         la = tl.load(lse_a + row * lse_a_row + h * lse_a_head, mask=live & member, other=float("-inf"))
         lb = tl.load(lse_b + row * lse_b_row + h * lse_b_head, mask=live, other=0.0)
         weight_a = tl.sigmoid(la - lb)[:, None]  # exp(la - logaddexp(la, lb)); 0 for a lane that is not a member
