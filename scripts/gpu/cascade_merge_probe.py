@@ -1,10 +1,12 @@
 """Chapter 13's merge in one Triton launch against its torch form (masked_fill + merge_attention): µs per layer call
-in a CUDA graph, and the engine's `shared-prefix` throughput with each, engines in turn, twice, on one GPU.
+in a CUDA graph, and the engine's `shared-prefix` throughput with each, engines in turn, ROUNDS times (default 2), on
+one GPU.
 
-Run from the repository root: python scripts/gpu/cascade_merge_probe.py OUT_JSON
+Run from the repository root: [ROUNDS=N] python scripts/gpu/cascade_merge_probe.py OUT_JSON
 """
 import contextlib
 import gc
+import os
 import statistics
 import sys
 import time
@@ -85,7 +87,7 @@ def main():
     kernels = kernel_rows()
     model = random_qwen3_0_6b()
     engines = {name: [] for name in ARMS}
-    for _ in range(2):
+    for _ in range(int(os.environ.get("ROUNDS", 2))):
         for name, merge in ARMS.items():
             with merge_as(merge):
                 llm = LLM(str(model), skip_tokenizer_init=True, max_model_len=4096, gpu_memory_utilization=0.8)
