@@ -132,7 +132,7 @@ def merge_members(out_a, lse_a, out_b, lse_b, members):
     return out
 
 
-# %% chapters/13_cascade_attention.ipynb #c023
+# %% chapters/13_cascade_attention.ipynb #c025
 @dataclasses.dataclass
 class CascadeBatch:
     """A cascade decode step's attention inputs: the shared prefix (all rows, one sequence) and each suffix."""
