@@ -69,7 +69,9 @@ def scratch_logits(runner, lens: list, rows: int) -> torch.Tensor | None:
 
 def compile_variants(runner) -> None:
     """Every Triton variant of chapter 10 that the runner's steps meet, compiled together (its section 9): a step of
-    one token (o and down split), one of SPLIT_MAX_ROWS + 1 (not split) and the one-pass sampler, rehearsed."""
+    one token (o and down split), one of SPLIT_MAX_ROWS + 1 (not split), the one-pass sampler and, with prefix
+    caching, chapter 13's merge, rehearsed."""
+    from nanoserve.attention.cascade import merge_members  # chapter 13
     from nanoserve.kernels.fused import SPLIT_MAX_ROWS, compile_together  # chapter 10
     from nanoserve.kernels.sampling import sample_rows
 
@@ -79,6 +81,11 @@ def compile_variants(runner) -> None:
             if logits is not None:  # the head graphs' sampler, on their dtypes (graph_runner's static inputs)
                 ones = torch.ones(1, device=runner.device)
                 sample_rows(logits, ones, ones.int())
+        if runner.config.enable_prefix_caching and not runner.config.disable_cascade_attn:
+            heads = runner.model_config.num_attention_heads // runner.tp_size
+            out = torch.zeros(1, heads, head_dim(runner.model_config), dtype=runner.dtype, device=runner.device)
+            lse = torch.zeros(1, heads, device=runner.device)
+            merge_members(out, lse, out, lse, torch.ones(1, dtype=torch.int32, device=runner.device))
 
 
 # the smallest decode bucket: with Qwen3-0.6B's shapes batch 1 decodes faster in 8 lanes on the H200 (chapter 09,

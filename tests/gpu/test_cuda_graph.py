@@ -236,6 +236,25 @@ def test_cascade_graph_replay_equals_eager(graph_runner):
         cascade.min_shared_reads = saved
 
 
+@pytest.mark.parametrize("heads, dim, dtype", [(16, 128, torch.bfloat16), (9, 64, torch.float16),
+                                                (4, 128, torch.float32)])
+def test_cascade_merge_kernel_equals_the_torch_merge(heads, dim, dtype):
+    """Chapter 13's one-launch merge equals the masked torch merge; a non-member row is exactly its own attention."""
+    pytest.importorskip("triton")
+    from nanoserve.attention.cascade import merge_attention, merge_members
+
+    g, rows = torch.Generator(device="cuda").manual_seed(heads), 37
+    out_a, out_b = (torch.randn(rows, heads, dim, device="cuda", generator=g).to(dtype) for _ in range(2))
+    lse_a = (torch.randn(heads, rows, device="cuda", generator=g) * 4).t()  # transposed, as flash's varlen lse
+    lse_b = torch.randn(rows, heads, device="cuda", generator=g) * 4
+    members = (torch.arange(rows, device="cuda") % 3 != 0).int()
+    got = merge_members(out_a, lse_a, out_b, lse_b, members)
+    want = merge_attention(out_a.float(), lse_a.masked_fill(members[:, None] == 0, float("-inf")), out_b.float(), lse_b)
+    tol = 1e-5 if dtype == torch.float32 else 1e-2
+    torch.testing.assert_close(got.float(), want, atol=tol, rtol=tol)
+    assert got.dtype == dtype and torch.equal(got[members == 0], out_b[members == 0])
+
+
 def test_shared_prefix_greedy_is_within_bf16_noise_through_the_cascade(tmp_path):
     """Greedy decoding of prompts sharing a long prefix goes through the cascade graphs and stays an fp32 argmax."""
     pytest.importorskip("flash_attn")

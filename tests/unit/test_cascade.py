@@ -36,6 +36,19 @@ def test_merge_of_two_halves_is_attention_over_the_union():
     assert whole_lse.shape == (5, 4)
 
 
+def test_merge_members_gives_a_non_member_its_own_attention():
+    """On a CPU merge_members is the masked merge: members merge both halves, the others keep the suffix's."""
+    from nanoserve.attention.cascade import merge_attention, merge_members
+
+    g = torch.Generator().manual_seed(2)
+    out_a, out_b = torch.randn(6, 4, 8, generator=g), torch.randn(6, 4, 8, generator=g)
+    lse_a, lse_b = torch.randn(4, 6, generator=g).t(), torch.randn(6, 4, generator=g)  # lse_a transposed, as flash's
+    members = torch.tensor([1, 0, 1, 1, 0, 1], dtype=torch.int32)
+    got = merge_members(out_a, lse_a, out_b, lse_b, members)
+    torch.testing.assert_close(got[members == 1], merge_attention(out_a, lse_a, out_b, lse_b)[members == 1])
+    torch.testing.assert_close(got[members == 0], out_b[members == 0])
+
+
 @pytest.mark.parametrize("shared", [1, 2, 3])
 def test_cascade_attention_equals_plain_decode_attention(shared):
     g = torch.Generator().manual_seed(shared)
