@@ -1,6 +1,6 @@
 """Chapter 13's merge in one Triton launch against its torch form (masked_fill + merge_attention): µs per layer call
-in a CUDA graph, and the engine's `shared-prefix` throughput with each, engines in turn, ROUNDS times (default 2), on
-one GPU.
+in a CUDA graph, and the engine's `shared-prefix` throughput with each and with the cascade switched off, engines in
+turn, ROUNDS times (default 2), on one GPU.
 
 Run from the repository root: [ROUNDS=N] python scripts/gpu/cascade_merge_probe.py OUT_JSON
 """
@@ -25,6 +25,8 @@ def torch_merge(out_a, lse_a, out_b, lse_b, members):
 
 
 ARMS = {"one launch": cascade.merge_members, "torch": torch_merge}
+ENGINE_ARMS = {**{name: (merge, True) for name, merge in ARMS.items()},
+               "cascade off": (cascade.merge_members, False)}  # (merge, cascade graphs used)
 
 
 def kernel_rows() -> list:
@@ -86,12 +88,16 @@ def main():
 
     kernels = kernel_rows()
     model = random_qwen3_0_6b()
-    engines = {name: [] for name in ARMS}
+    engines = {name: [] for name in ENGINE_ARMS}
     for _ in range(int(os.environ.get("ROUNDS", 2))):
-        for name, merge in ARMS.items():
+        for name, (merge, use_cascade) in ENGINE_ARMS.items():
             with merge_as(merge):
                 llm = LLM(str(model), skip_tokenizer_init=True, max_model_len=4096, gpu_memory_utilization=0.8)
+                runner = llm.engine.executor
+                if not use_cascade:  # as chapter 13 section 7 does: plain decode takes every step
+                    runner.variants = [v for v in runner.variants if v.name != "cascade"]
                 result = shared_prefix_runs(llm)
+                del runner
             llm.shutdown()
             del llm
             gc.collect()

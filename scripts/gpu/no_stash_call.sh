@@ -7,7 +7,7 @@
 #   gpu_suite           tests/gpu
 #   compile_together    start -> ready on empty and warm Triton caches, ROUNDS rounds (compile_together_probe.py)
 #   cascade_merge       chapter 13's merge in one launch against its torch form: kernel µs and the engine's
-#                       shared-prefix tok/s, engines in turn, twice (cascade_merge_probe.py, about three minutes)
+#                       shared-prefix tok/s with each and with the cascade off, twice (cascade_merge_probe.py, about four minutes)
 #   gpu_suite           with TESTS="-k cascade" (or any pytest arguments) only the tests it selects
 # Results are named by the card. The default STEPS fit one call's 10 minutes; the last three fit another.
 #   OUT=$OUT NANOSERVE_GIT_COMMIT=<sha> [STEPS="..."] [ROUNDS=2] bash scripts/gpu/no_stash_call.sh
@@ -31,7 +31,7 @@ for name in ${STEPS:-decode_gemm decode_gemm_engine}; do
     split_engine) step "${SPLIT_LIMIT:-170}" "$name" python3 scripts/gpu/split_engine_probe.py \
       "$OUT/split_engine_$GPU.json";;
     gpu_suite) step "${SUITE_LIMIT:-120}" "$name" python3 -m pytest -q -p no:cacheprovider tests/gpu ${TESTS:-};;
-    cascade_merge) step "${MERGE_LIMIT:-300}" "$name" python3 scripts/gpu/cascade_merge_probe.py \
+    cascade_merge) step "${MERGE_LIMIT:-420}" "$name" python3 scripts/gpu/cascade_merge_probe.py \
       "$OUT/cascade_merge_$GPU.json";;
     compile_together) step "${PROBE_LIMIT:-200}" "$name" env ROUNDS="${ROUNDS:-2}" \
       python3 scripts/gpu/compile_together_probe.py "$OUT/compile_together_$GPU.json";;
