@@ -7,7 +7,8 @@
 #   gpu_suite           tests/gpu
 #   compile_together    start -> ready on empty and warm Triton caches, ROUNDS rounds (compile_together_probe.py)
 #   cascade_merge       chapter 13's merge in one launch against its torch form: kernel µs and the engine's
-#                       shared-prefix tok/s with each and with the cascade off, twice (cascade_merge_probe.py, about four minutes)
+#                       shared-prefix tok/s with each and with the cascade off, twice (cascade_merge_probe.py,
+#                       about four minutes)
 #   gpu_suite           with TESTS="-k cascade" (or any pytest arguments) only the tests it selects
 # Results are named by the card. The default STEPS fit one call's 10 minutes; the last three fit another.
 #   OUT=$OUT NANOSERVE_GIT_COMMIT=<sha> [STEPS="..."] [ROUNDS=2] bash scripts/gpu/no_stash_call.sh
