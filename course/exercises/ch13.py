@@ -74,4 +74,24 @@ def check_predicted_reads(predicted_reads) -> str:
     return "your prediction matches the rows the kernels gathered"
 
 
-CHECKS = {"13.1": check_merge, "13.2": check_predicted_reads}
+def check_prefix_weight(prefix_weight) -> str:
+    """13.4: the prefix's weight in the merge, from the two lse tensors and the members' flags, as merge_members does."""
+    import torch
+
+    g = torch.Generator().manual_seed(13)
+    for scale in (3.0, 200.0):  # at 200 the scores' exponentials overflow float32: only a difference survives
+        lse_a, lse_b = (scale * torch.randn(6, 4, generator=g) for _ in range(2))
+        members = torch.tensor([1, 0, 1, 1, 0, 1], dtype=torch.int32)
+        want = torch.where(members[:, None] != 0, (lse_a - torch.logaddexp(lse_a, lse_b)).exp(), 0.0)
+        got = prefix_weight(lse_a, lse_b, members)
+        if not torch.isfinite(got).all():
+            raise AssertionError(f"with lse values near {scale:g} the weight is not finite: exp(lse) overflows, so "
+                                 "write the weight through lse_a - lse_b alone")
+        if not torch.allclose(got, want, atol=1e-6):
+            raise AssertionError(f"off by {(got - want).abs().max():.3g} (lse values near {scale:g}): the prefix's "
+                                 "weight is exp(lse_a - logaddexp(lse_a, lse_b)); divide top and bottom by exp(lse_a), "
+                                 "and a lane that is not a member must get 0")
+    return "the prefix's weight, for members and the others, with no logaddexp and no overflow"
+
+
+CHECKS = {"13.1": check_merge, "13.2": check_predicted_reads, "13.4": check_prefix_weight}

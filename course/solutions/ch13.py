@@ -26,8 +26,22 @@ def predicted_reads_no_prefix(context_lens, shared):
     return sum(context_lens), sum(n - shared for n in context_lens)
 
 
-SOLUTIONS = {"13.1": merge, "13.2": predicted_reads}
-WRONG = {"13.1": merge_by_average, "13.2": predicted_reads_no_prefix}
+def prefix_weight(lse_a, lse_b, members):
+    """exp(a - logaddexp(a, b)) = 1 / (1 + exp(b - a)) = sigmoid(a - b); a non-member's a is -inf, so its weight is 0."""
+    import torch
+
+    return torch.sigmoid(torch.where(members[:, None] != 0, lse_a, float("-inf")) - lse_b)
+
+
+def prefix_weight_swapped(lse_a, lse_b, members):
+    """A typical mistake: sigmoid(lse_b - lse_a), which is the suffix's weight."""
+    import torch
+
+    return torch.sigmoid(lse_b - lse_a) * (members[:, None] != 0)
+
+
+SOLUTIONS = {"13.1": merge, "13.2": predicted_reads, "13.4": prefix_weight}
+WRONG = {"13.1": merge_by_average, "13.2": predicted_reads_no_prefix, "13.4": prefix_weight_swapped}
 
 EXPLANATIONS = {
     "13.3": """A 3-block prefix is 48 tokens, so (members - 1) x 48 >= 32,768 needs members - 1 >= 683, i.e. 684

@@ -13,7 +13,7 @@ def _stub(*args):
     raise NotImplementedError
 
 
-@pytest.mark.parametrize("exercise_id", ["11.1", "11.4", "12.1", "12.3", "13.1", "13.2"])
+@pytest.mark.parametrize("exercise_id", ["11.1", "11.4", "12.1", "12.3", "13.1", "13.2", "13.4"])
 def test_checker_passes_the_solution_not_the_stub_nor_the_mistake(exercise_id, capsys):
     check_exercise(exercise_id, SOLUTIONS[exercise_id])
     assert "passed" in capsys.readouterr().out
