@@ -4,13 +4,13 @@
 #   decode_gemm_engine  the engine with the best tiles, with cuBLASLt, and as is (decode_gemm_engine_probe.py, reading
 #                       decode_gemm's result; about five minutes)
 #   split_engine        batch-1/8/32 TPOT with `o` and `down` split and not (split_engine_probe.py)
-#   gpu_suite           tests/gpu
+#   gpu_suite           tests/gpu; with TESTS="-k cascade" (any pytest arguments) only the tests it selects
 #   compile_together    start -> ready on empty and warm Triton caches, ROUNDS rounds (compile_together_probe.py)
 #   cascade_merge       chapter 13's merge in one launch against its torch form: kernel µs and the engine's
 #                       shared-prefix tok/s with each and with the cascade off, twice (cascade_merge_probe.py,
 #                       about four minutes)
-#   gpu_suite           with TESTS="-k cascade" (or any pytest arguments) only the tests it selects
-# Results are named by the card. The default STEPS fit one call's 10 minutes; the last three fit another.
+# Results are named by the card. The default STEPS fit one call's 10 minutes; split_engine, gpu_suite and
+# compile_together fit another.
 #   OUT=$OUT NANOSERVE_GIT_COMMIT=<sha> [STEPS="..."] [ROUNDS=2] bash scripts/gpu/no_stash_call.sh
 #   (carry .gpu/flash_attn-*.whl and .gpu/tokenizer)
 set -uo pipefail
