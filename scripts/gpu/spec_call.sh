@@ -17,8 +17,8 @@
 # device"); set NANOSERVE_GIT_COMMIT for the provenance instead.
 #   bash scripts/gpu/spec_call.sh test            the same carry; installs if needed, then the spec-decode GPU tests
 #                                                 (MORE_TESTS: other test files to run in the same call)
-# (.gpu/spec is made on the CPU machine: tar the wheels into one file, `split -b 27m -d -a 2`, one folder per part
-#  .gpu/spec/NN/partNN, its sha256 in .gpu/spec/SHA256; 27 MiB parts fit a call beside the 35 MiB checkout.)
+# (.gpu/spec is made on the CPU machine: tar the wheels into one file, `split -b 24m -d -a 2`, one folder per part
+#  .gpu/spec/NN/partNN, its sha256 in .gpu/spec/SHA256; 24 MiB parts fit a call beside the 38 MiB checkout.)
 set -uo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 S=/root/stash; mkdir -p "$S/spec" "$S/smol"

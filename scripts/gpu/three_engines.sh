@@ -2,7 +2,7 @@
 # nanoserve (its default attention: flash-attn-4 on Hopper), vLLM 0.24.0 and nano-vllm on every workload, back to
 # back on one warm GPU, in two calls (each engine process has its own timeout; a call may run 10 minutes).
 # Run ON THE GPU MACHINE from the repository root after the stash calls, one right after another:
-#   bash scripts/gpu/spec_call.sh stash spec/NN    (NN = 00..13, carrying .gpu/spec/NN: vLLM and its deps, 26 MiB each)
+#   bash scripts/gpu/spec_call.sh stash spec/NN    (NN = 00..14, carrying .gpu/spec/NN: vLLM and its deps, 24 MiB each)
 #   bash scripts/gpu/flash4_call.sh stash X        (X = p0 p1 p2 p3 c2, carrying .gpu/fa4s/X: flash-attn-4)
 # then, carrying .gpu/spec/SHA256, the flash-attn wheel, .gpu/wheels (xxhash for nano-vllm),
 # .gpu/tokenizer (`python -m nanobench build-tokenizer .gpu/tokenizer`) and .gpu/nano-vllm (`git archive HEAD` of
